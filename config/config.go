@@ -1,0 +1,130 @@
+// Package config loads, defaults and validates edgemux's YAML configuration.
+//
+// Parse decodes with yaml.v3 and KnownFields(true), so a misspelt key is an
+// error with its line. Defaults is the one place defaults live; Validate
+// reports every problem at once (errors.Join), each with its field path and
+// the line it came from.
+package config
+
+import "time"
+
+// Config is the whole configuration file.
+type Config struct {
+	Listen     string          `yaml:"listen"`     // host:port for TCP and UDP alike
+	Loops      int             `yaml:"loops"`      // epoll loops; 0 = one per core
+	PinCPUs    bool            `yaml:"pin_cpus"`   // pin loops and workers to CPUs
+	Limits     Limits          `yaml:"limits"`     // admission caps
+	Sniff      Sniff           `yaml:"sniff"`      // classification budget and deadline
+	Dispatch   Dispatch        `yaml:"dispatch"`   // dispatcher policy and rings
+	Pools      map[string]Pool `yaml:"pools"`      // worker pools by protocol name
+	Routes     []Route         `yaml:"routes"`     // first match wins
+	Private    Private         `yaml:"private"`    // private protocol limits
+	Quarantine Quarantine      `yaml:"quarantine"` // quarantine pool behaviour
+	Bus        Bus             `yaml:"bus"`        // topic bus limits
+	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port
+	UDP        UDP             `yaml:"udp"`        // datagram side of the port
+	Log        Log             `yaml:"log"`        // logging
+	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
+}
+
+// Limits caps connections before and after classification.
+type Limits struct {
+	MaxConns         int           `yaml:"max_conns"`           // open TCP connections in all
+	MaxConnsPerIP    int           `yaml:"max_conns_per_ip"`    // open TCP connections per source IP
+	MaxSniffing      int           `yaml:"max_sniffing"`        // connections still being classified
+	MaxSniffingPerIP int           `yaml:"max_sniffing_per_ip"` // the same, per source IP
+	MaxInput         int           `yaml:"max_input"`           // unconsumed input kept per connection (bytes)
+	OutputHighWater  int           `yaml:"output_high_water"`   // buffered output per connection (bytes)
+	EMFILEPause      time.Duration `yaml:"emfile_pause"`        // accept pause after fd exhaustion
+}
+
+// Sniff sets how long and how far the classifier may look.
+type Sniff struct {
+	Budget       int           `yaml:"budget"`        // bytes peeked at most (default 512)
+	Deadline     time.Duration `yaml:"deadline"`      // from accept; trickling does not extend it (default 3s)
+	TLSBudget    int           `yaml:"tls_budget"`    // bytes peeked for a ClientHello when a route matches on SNI
+	Probe        string        `yaml:"probe"`         // pool whose handler probes silent peers; "" = quarantine them
+	ProbeTimeout time.Duration `yaml:"probe_timeout"` // how long a probed peer has to answer
+}
+
+// Dispatch chooses workers for classified connections.
+type Dispatch struct {
+	Policy   string `yaml:"policy"`    // inline | roundrobin | entropy
+	Window   int    `yaml:"window"`    // events per entropy window
+	RingSize int    `yaml:"ring_size"` // events per SPSC ring, a power of two
+	Spin     int    `yaml:"spin"`      // polls before a worker parks
+}
+
+// Pool is a group of workers dedicated to one protocol (or, with Protocols,
+// a mixed pool).
+type Pool struct {
+	Workers     int           `yaml:"workers"`      // goroutines in the pool
+	Protocols   []string      `yaml:"protocols"`    // protocols it takes; default: its own name
+	IdleTimeout time.Duration `yaml:"idle_timeout"` // close after this long without input; 0 = never
+	Pattern     string        `yaml:"pattern"`      // traffic pattern hint: bursty | steady | long-period
+}
+
+// Route says what happens to a classified connection. The first route
+// whose match fits wins.
+type Route struct {
+	Match       Match         `yaml:"match"`
+	Action      string        `yaml:"action"`       // handle | forward | admin | quarantine
+	Pool        string        `yaml:"pool"`         // for handle: the pool (default: the protocol's name)
+	Backend     string        `yaml:"backend"`      // for forward: host:port
+	DialTimeout time.Duration `yaml:"dial_timeout"` // for forward
+}
+
+// Match selects connections by what the sniffer found.
+type Match struct {
+	Proto  string `yaml:"proto"`  // modbus | http | coap | private | tls | unknown | * (any)
+	SNI    string `yaml:"sni"`    // tls only: server name, exact or "*.suffix"
+	Source string `yaml:"source"` // CIDR of the peer address; "" = any
+}
+
+// Private limits the private binary protocol.
+type Private struct {
+	MaxFrame    int           `yaml:"max_frame"`    // payload bytes per frame
+	MaxTopic    int           `yaml:"max_topic"`    // bytes per topic or filter
+	MaxSubs     int           `yaml:"max_subs"`     // subscriptions per connection
+	Queue       int           `yaml:"queue"`        // deliveries queued per connection
+	HelloWithin time.Duration `yaml:"hello_within"` // HELLO must come first, within this long
+}
+
+// Quarantine sets the quarantine pool's sampling and bans.
+type Quarantine struct {
+	SampleBytes int           `yaml:"sample_bytes"` // hex sample of the first bytes, at most
+	Hold        time.Duration `yaml:"hold"`         // how long a silent connection is held before close
+	LogRate     int           `yaml:"log_rate"`     // log lines per second at most
+	BanAfter    int           `yaml:"ban_after"`    // landings within BanWindow that ban a source
+	BanWindow   time.Duration `yaml:"ban_window"`
+	BanFor      time.Duration `yaml:"ban_for"`
+	MaxTracked  int           `yaml:"max_tracked"` // sources tracked for bans, at most
+}
+
+// Bus limits the topic bus.
+type Bus struct {
+	MaxTopics  int    `yaml:"max_topics"`  // retained topics in the last-value cache
+	MaxPayload int    `yaml:"max_payload"` // bytes per message
+	Queue      int    `yaml:"queue"`       // messages per subscriber queue
+	Drop       string `yaml:"drop"`        // oldest | newest | disconnect, when a queue is full
+}
+
+// Admin serves health, metrics and the registry view over plain HTTP on
+// the shared port.
+type Admin struct {
+	Enabled  bool `yaml:"enabled"`
+	MaxConns int  `yaml:"max_conns"` // admin HTTP connections at once
+}
+
+// UDP is the datagram side of the shared port.
+type UDP struct {
+	Enabled bool `yaml:"enabled"`
+	Sockets int  `yaml:"sockets"` // SO_REUSEPORT sockets; 0 = one per loop
+	Batch   int  `yaml:"batch"`   // datagrams per receive batch
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}

@@ -1,0 +1,129 @@
+package config
+
+import (
+	_ "embed"
+	"slices"
+	"time"
+)
+
+// DefaultYAML is the annotated default configuration, the file form of
+// Defaults. A test keeps the two equal, so this is safe to print as a
+// starting point (`edgemux check` and the docs use it).
+//
+//go:embed default.yaml
+var DefaultYAML []byte
+
+// MaxFileSize caps the configuration Load reads and Parse accepts: a
+// config is hand-written, so anything bigger is a mistake (a log file, a
+// device node) and is refused rather than read into memory.
+const MaxFileSize = 1 << 20
+
+// DefaultDialTimeout is what Normalize gives a forward route that has no
+// dial_timeout.
+const DefaultDialTimeout = 2 * time.Second
+
+// The pool every unclassified or misbehaving connection goes to.
+const quarantinePool = "quarantine"
+
+// protoNames are the protocols the sniffer reports, as written in
+// match.proto and pools.<name>.protocols.
+var protoNames = []string{"modbus", "http", "coap", "private", "tls", "unknown"}
+
+// anyProto is the match.proto wildcard.
+const anyProto = "*"
+
+// isProto reports whether name is a protocol the sniffer reports.
+func isProto(name string) bool { return slices.Contains(protoNames, name) }
+
+// Defaults returns the built-in configuration, already normalized. It is
+// the one place defaults live: Parse starts from it, and default.yaml is
+// kept equal to it by a test.
+func Defaults() Config {
+	c := Config{
+		Listen: "127.0.0.1:5020",
+		Limits: Limits{
+			MaxConns:         19000,
+			MaxConnsPerIP:    4096,
+			MaxSniffing:      4096,
+			MaxSniffingPerIP: 256,
+			MaxInput:         65536 + 16,
+			OutputHighWater:  65536,
+			EMFILEPause:      100 * time.Millisecond,
+		},
+		Sniff: Sniff{
+			Budget:       512,
+			Deadline:     3 * time.Second,
+			TLSBudget:    4096,
+			ProbeTimeout: 2 * time.Second,
+		},
+		Dispatch: Dispatch{Policy: "entropy", Window: 1024, RingSize: 4096, Spin: 64},
+		Pools:    defaultPools(),
+		Routes: []Route{
+			{Match: Match{Proto: "private"}, Action: "handle"},
+			{Match: Match{Proto: "http"}, Action: "admin"},
+			{Match: Match{Proto: anyProto}, Action: "quarantine"},
+		},
+		Private: Private{
+			MaxFrame:    65536,
+			MaxTopic:    256,
+			MaxSubs:     64,
+			Queue:       256,
+			HelloWithin: 10 * time.Second,
+		},
+		Quarantine: Quarantine{
+			SampleBytes: 64,
+			Hold:        2 * time.Second,
+			LogRate:     20,
+			BanAfter:    20,
+			BanWindow:   time.Minute,
+			BanFor:      5 * time.Minute,
+			MaxTracked:  10000,
+		},
+		Bus:   Bus{MaxTopics: 100000, MaxPayload: 65536, Queue: 256, Drop: "oldest"},
+		Admin: Admin{Enabled: true, MaxConns: 64},
+		UDP:   UDP{Enabled: true, Batch: 16},
+		Log:   Log{Level: "info", Format: "text"},
+	}
+	c.Normalize()
+	return c
+}
+
+// defaultPools is a fresh map on every call: Parse decodes into it.
+func defaultPools() map[string]Pool {
+	return map[string]Pool{
+		"private":      {Workers: 2, IdleTimeout: 5 * time.Minute, Pattern: "steady"},
+		quarantinePool: {Workers: 2},
+	}
+}
+
+// Normalize fills in the defaults that depend on other fields, so the
+// rest of the gateway reads plain values:
+//   - a forward route without dial_timeout gets DefaultDialTimeout;
+//   - a handle route without pool gets the pool named after its protocol
+//     (not for proto "*": Validate asks for an explicit pool there);
+//   - a pool named after a protocol, without protocols, takes that
+//     protocol; an empty protocols list becomes nil.
+//
+// Parse calls it; it is idempotent. It changes c's routes and pools in
+// place, so copies of c that share them see the change.
+func (c *Config) Normalize() {
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Action == "forward" && r.DialTimeout == 0 {
+			r.DialTimeout = DefaultDialTimeout
+		}
+		if r.Action == "handle" && r.Pool == "" && isProto(r.Match.Proto) {
+			r.Pool = r.Match.Proto
+		}
+	}
+	for name, p := range c.Pools {
+		if len(p.Protocols) > 0 {
+			continue
+		}
+		p.Protocols = nil
+		if isProto(name) {
+			p.Protocols = []string{name}
+		}
+		c.Pools[name] = p
+	}
+}

@@ -1,0 +1,63 @@
+package config
+
+import "time"
+
+// intRule is the allowed range of one integer field. The bounds are what
+// the gateway can honour on a small Linux box, wide enough for any sane
+// deployment and narrow enough that a typo (an extra zero or three) is
+// caught before it becomes an allocation.
+type intRule struct {
+	path     string
+	min, max int
+	get      func(*Config) int
+}
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+var intRules = [...]intRule{
+	{"loops", 0, 256, func(c *Config) int { return c.Loops }},
+	{"limits.max_conns", 1, 1000000, func(c *Config) int { return c.Limits.MaxConns }},
+	{"limits.max_conns_per_ip", 1, 1000000, func(c *Config) int { return c.Limits.MaxConnsPerIP }},
+	{"limits.max_sniffing", 1, 1000000, func(c *Config) int { return c.Limits.MaxSniffing }},
+	{"limits.max_sniffing_per_ip", 1, 1000000, func(c *Config) int { return c.Limits.MaxSniffingPerIP }},
+	{"limits.max_input", 64, 64 * mib, func(c *Config) int { return c.Limits.MaxInput }},
+	{"limits.output_high_water", kib, 64 * mib, func(c *Config) int { return c.Limits.OutputHighWater }},
+	{"sniff.budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.Budget }},
+	{"sniff.tls_budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.TLSBudget }},
+	{"dispatch.window", 16, mib, func(c *Config) int { return c.Dispatch.Window }},
+	{"dispatch.spin", 0, 100000, func(c *Config) int { return c.Dispatch.Spin }},
+	{"private.max_frame", 16, 16 * mib, func(c *Config) int { return c.Private.MaxFrame }},
+	{"private.max_topic", 1, 65535, func(c *Config) int { return c.Private.MaxTopic }},
+	{"private.max_subs", 1, 65536, func(c *Config) int { return c.Private.MaxSubs }},
+	{"private.queue", 1, mib, func(c *Config) int { return c.Private.Queue }},
+	{"quarantine.sample_bytes", 1, 4096, func(c *Config) int { return c.Quarantine.SampleBytes }},
+	{"quarantine.log_rate", 1, 10000, func(c *Config) int { return c.Quarantine.LogRate }},
+	{"quarantine.ban_after", 1, 1000000, func(c *Config) int { return c.Quarantine.BanAfter }},
+	{"quarantine.max_tracked", 1, mib, func(c *Config) int { return c.Quarantine.MaxTracked }},
+	{"bus.max_topics", 1, 10000000, func(c *Config) int { return c.Bus.MaxTopics }},
+	{"bus.max_payload", 1, 16 * mib, func(c *Config) int { return c.Bus.MaxPayload }},
+	{"bus.queue", 1, mib, func(c *Config) int { return c.Bus.Queue }},
+	{"admin.max_conns", 1, 10000, func(c *Config) int { return c.Admin.MaxConns }},
+	{"udp.sockets", 0, 256, func(c *Config) int { return c.UDP.Sockets }},
+	{"udp.batch", 1, 1024, func(c *Config) int { return c.UDP.Batch }}, // recvmmsg takes at most UIO_MAXIOV
+}
+
+// durationRule is the allowed range of one duration field.
+type durationRule struct {
+	path     string
+	min, max time.Duration
+	get      func(*Config) time.Duration
+}
+
+var durationRules = [...]durationRule{
+	{"limits.emfile_pause", time.Millisecond, 10 * time.Second, func(c *Config) time.Duration { return c.Limits.EMFILEPause }},
+	{"sniff.deadline", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Sniff.Deadline }},
+	{"sniff.probe_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Sniff.ProbeTimeout }},
+	{"private.hello_within", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Private.HelloWithin }},
+	{"quarantine.hold", 100 * time.Millisecond, 10 * time.Minute, func(c *Config) time.Duration { return c.Quarantine.Hold }},
+	{"quarantine.ban_window", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanWindow }},
+	{"quarantine.ban_for", time.Second, 7 * 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanFor }},
+}

@@ -1,0 +1,226 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fieldErrors flattens the errors.Join tree Validate returns.
+func fieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		var fe *FieldError
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		default:
+			if errors.As(err, &fe) {
+				out = append(out, fe)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// quarantineOnly ends a routes list that must not fail on its own.
+const quarantineOnly = "  - match: {proto: '*'}\n    action: quarantine\n"
+
+// validateCases: each document is invalid in one way (other problems may
+// follow from it); the error must name path, line and a word of problem.
+var validateCases = []struct {
+	name    string
+	doc     string
+	path    string
+	line    int
+	problem string
+}{
+	{"listen not host:port", "listen: nope\n", "listen", 1, "ip:port"},
+	{"listen port too big", "listen: 127.0.0.1:70000\n", "listen", 1, "0..65535"},
+	{"listen port not numeric", "listen: 127.0.0.1:http\n", "listen", 1, "0..65535"},
+	{"listen host name", "listen: example.com:5020\n", "listen", 1, "IP address"},
+	{"loops", "loops: 300\n", "loops", 1, "between 0 and 256"},
+	{"max_conns zero", "limits:\n  max_conns: 0\n", "limits.max_conns", 2, "between 1 and 1000000"},
+	{"max_conns huge", "limits:\n  max_conns: 2000000\n", "limits.max_conns", 2, "between 1 and 1000000"},
+	{"per-ip over total", "limits:\n  max_conns: 100\n  max_sniffing: 50\n", "limits.max_conns_per_ip", 1, "limits.max_conns"},
+	{"sniffing over total", "limits:\n  max_conns: 100\n  max_conns_per_ip: 10\n", "limits.max_sniffing", 1, "limits.max_conns"},
+	{"sniffing per-ip over sniffing", "limits:\n  max_sniffing: 100\n", "limits.max_sniffing_per_ip", 1, "limits.max_sniffing"},
+	{"max_input under a frame", "limits:\n  max_input: 1024\n", "limits.max_input", 2, "private frame"},
+	{"emfile_pause", "limits:\n  emfile_pause: 1m\n", "limits.emfile_pause", 2, "between 1ms and 10s"},
+	{"budget small", "sniff:\n  budget: 8\n", "sniff.budget", 2, "between 16 and 65536"},
+	{"deadline short", "sniff:\n  deadline: 10ms\n", "sniff.deadline", 2, "between 100ms and 5m"},
+	{"deadline negative", "sniff:\n  deadline: -1s\n", "sniff.deadline", 2, "not -1s"},
+	{"tls budget under budget", "sniff:\n  tls_budget: 100\n", "sniff.tls_budget", 2, "sniff.budget"},
+	{"probe pool missing", "sniff:\n  probe: modbus\n", "sniff.probe", 2, `"modbus"`},
+	{"policy", "dispatch:\n  policy: fifo\n", "dispatch.policy", 2, "inline | roundrobin | entropy"},
+	{"ring not power of two", "dispatch:\n  ring_size: 1000\n", "dispatch.ring_size", 2, "power of two"},
+	{"ring too small", "dispatch:\n  ring_size: 32\n", "dispatch.ring_size", 2, "power of two"},
+	{"workers zero", "pools:\n  private:\n    workers: 0\n", "pools.private.workers", 3, "between 1 and 256"},
+	{"pattern", "pools:\n  private:\n    pattern: wavy\n", "pools.private.pattern", 3, "long-period"},
+	{"idle timeout tiny", "pools:\n  private:\n    idle_timeout: 500ms\n", "pools.private.idle_timeout", 3, "0 (never)"},
+	{"mixed pool without protocols", "pools:\n  edge:\n    workers: 1\n", "pools.edge.protocols", 2, "must list"},
+	{"pool protocol unknown", "pools:\n  edge:\n    protocols: [modbus, ftp]\n", "pools.edge.protocols[1]", 3, `"ftp"`},
+	{"pool protocol twice", "pools:\n  edge:\n    protocols: [modbus, modbus]\n", "pools.edge.protocols[1]", 3, "twice"},
+	{"quarantine pool removed", "loops: 1\npools:\n  quarantine: ~\n", "pools.quarantine", 3, "must be defined"},
+	{"no routes", "routes: []\n", "routes", 1, "between 1 and 1024"},
+	{"route action", "routes:\n  - match: {proto: http}\n    action: drop\n", "routes[0].action", 3, "handle | forward"},
+	{"route proto", "routes:\n  - match: {proto: mqtt}\n    action: quarantine\n", "routes[0].match.proto", 2, `"mqtt"`},
+	{"route proto empty", "routes:\n  - action: quarantine\n", "routes[0].match.proto", 2, `not ""`},
+	{"sni without tls", "routes:\n  - match: {proto: http, sni: a.example}\n    action: admin\n" + quarantineOnly,
+		"routes[0].match.sni", 2, "only with proto tls"},
+	{"sni malformed", "routes:\n  - match: {proto: tls, sni: 'a..b'}\n    action: quarantine\n",
+		"routes[0].match.sni", 2, "host name"},
+	{"source not CIDR", "routes:\n  - match: {proto: http, source: 10.0.0.1}\n    action: admin\n" + quarantineOnly,
+		"routes[0].match.source", 2, "CIDR"},
+	{"forward without backend", "routes:\n  - match: {proto: tls}\n    action: forward\n" + quarantineOnly,
+		"routes[0].backend", 2, "host:port"},
+	{"forward backend port 0", "routes:\n  - match: {proto: tls}\n    action: forward\n    backend: 'x:0'\n" + quarantineOnly,
+		"routes[0].backend", 4, "1..65535"},
+	{"forward dial timeout", "routes:\n  - match: {proto: tls}\n    action: forward\n    backend: 'x:1'\n    dial_timeout: 1h\n",
+		"routes[0].dial_timeout", 5, "between 100ms and 1m"},
+	{"handle without pool", "routes:\n  - match: {proto: modbus}\n    action: handle\n" + quarantineOnly,
+		"routes[0].pool", 2, `no pool "modbus"`},
+	{"handle any without pool", "routes:\n  - match: {proto: '*'}\n    action: handle\n",
+		"routes[0].pool", 2, "must name its pool"},
+	{"handle named pool missing", "routes:\n  - match: {proto: coap}\n    action: handle\n    pool: edge\n",
+		"routes[0].pool", 4, `no pool "edge"`},
+	{"handle pool wrong proto", "routes:\n  - match: {proto: coap}\n    action: handle\n    pool: private\n",
+		"routes[0].pool", 4, "does not take proto coap"},
+	{"pool on forward", "routes:\n  - match: {proto: tls}\n    action: forward\n    backend: 'x:1'\n    pool: private\n",
+		"routes[0].pool", 5, "only with action handle"},
+	{"backend on handle", "routes:\n  - match: {proto: private}\n    action: handle\n    backend: 'x:1'\n",
+		"routes[0].backend", 4, "only with action forward"},
+	{"admin not http", "routes:\n  - match: {proto: modbus}\n    action: admin\n", "routes[0].action", 3, "proto http"},
+	{"route after catch-all", "routes:\n" + quarantineOnly + "  - match: {proto: http}\n    action: admin\n",
+		"routes[1]", 4, "never matches"},
+	{"sample bytes", "quarantine:\n  sample_bytes: 0\n", "quarantine.sample_bytes", 2, "between 1 and 4096"},
+	{"hold", "quarantine:\n  hold: 0s\n", "quarantine.hold", 2, "between 100ms and 10m"},
+	{"ban_for", "quarantine:\n  ban_for: 720h\n", "quarantine.ban_for", 2, "and 168h"},
+	{"max_frame", "private:\n  max_frame: 8\n", "private.max_frame", 2, "between 16 and 16777216"},
+	{"hello_within", "private:\n  hello_within: 0s\n", "private.hello_within", 2, "between 100ms and 5m"},
+	{"bus drop", "bus:\n  drop: latest\n", "bus.drop", 2, "oldest | newest | disconnect"},
+	{"bus payload", "bus:\n  max_payload: 0\n", "bus.max_payload", 2, "between 1 and"},
+	{"admin conns", "admin:\n  max_conns: 0\n", "admin.max_conns", 2, "between 1 and 10000"},
+	{"udp batch", "udp:\n  batch: 2000\n", "udp.batch", 2, "between 1 and 1024"},
+	{"log level", "log:\n  level: verbose\n", "log.level", 2, "debug | info"},
+	{"log format", "log:\n  format: xml\n", "log.format", 2, "text | json"},
+}
+
+func TestValidate(t *testing.T) {
+	for _, tt := range validateCases {
+		t.Run(tt.name, func(t *testing.T) {
+			err := mustParse(t, tt.doc).Validate()
+			if err == nil {
+				t.Fatalf("Validate() = nil, want a problem at %s", tt.path)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			for _, fe := range fieldErrors(err) {
+				if fe.Path == tt.path {
+					if fe.Line != tt.line || !strings.Contains(fe.Problem, tt.problem) {
+						t.Errorf("got %q, want line %d and %q", fe, tt.line, tt.problem)
+					}
+					return
+				}
+			}
+			t.Errorf("no problem at %s in:\n%v", tt.path, err)
+		})
+	}
+}
+
+func TestValidateMessageFormat(t *testing.T) {
+	err := mustParse(t, "loops: 1\nlimits:\n  max_conns_per_ip: 10\n  max_conns: 0\n").Validate()
+	want := "limits.max_conns: must be between 1 and 1000000, not 0 (line 4)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want it to contain %q", err, want)
+	}
+	// A value from the defaults, with no line anywhere above it.
+	c := Defaults()
+	c.Log.Level = "loud"
+	if err := c.Validate(); err == nil || err.Error() != `log.level: must be one of debug | info | warn | error, not "loud"` {
+		t.Fatalf("error without a line = %v", err)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	doc := `loops: -1
+sniff:
+  budget: 1
+dispatch:
+  policy: random
+routes:
+  - match: {proto: nope}
+    action: handle
+log:
+  format: xml
+`
+	err := mustParse(t, doc).Validate()
+	want := map[string]int{
+		"loops": 1, "sniff.budget": 3, "dispatch.policy": 5,
+		"routes[0].match.proto": 7, "routes[0].pool": 7, "log.format": 10,
+	}
+	got := map[string]int{}
+	for _, fe := range fieldErrors(err) {
+		got[fe.Path] = fe.Line
+	}
+	for path, line := range want {
+		if got[path] != line {
+			t.Errorf("%s: line %d, want %d (all: %v)", path, got[path], line, got)
+		}
+	}
+}
+
+func TestValidateCapsProblems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("routes:\n")
+	for range maxRoutes {
+		b.WriteString("  - match: {proto: bad}\n    action: bad\n")
+	}
+	err := mustParse(t, b.String()).Validate()
+	if n := len(fieldErrors(err)); n != maxProblems {
+		t.Errorf("%d field errors, want %d", n, maxProblems)
+	}
+	if !strings.Contains(err.Error(), "more problems not shown") || !errors.Is(err, ErrInvalid) {
+		t.Errorf("no summary of the dropped problems: ...%s", err.Error()[len(err.Error())-80:])
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	docs := []string{
+		"listen: ':5020'\n",
+		"listen: '[::1]:0'\n",
+		"loops: 4\nudp: {sockets: 4}\n",
+		"pools:\n  edge: {workers: 4, protocols: [modbus, coap]}\n  private: ~\n" +
+			"routes:\n  - match: {proto: modbus, source: '10.0.0.0/8'}\n    action: handle\n    pool: edge\n" +
+			"  - match: {proto: tls, sni: '*.legacy.example'}\n    action: forward\n    backend: legacy.example:443\n" +
+			"  - match: {proto: tls, sni: Exact.Example}\n    action: forward\n    backend: '[::1]:8443'\n    dial_timeout: 500ms\n" +
+			"  - match: {proto: '*', source: '::1/128'}\n    action: handle\n    pool: quarantine\n" + quarantineOnly,
+		"sniff:\n  probe: quarantine\n",
+		"limits:\n  max_input: 64\npools:\n  private: ~\nroutes:\n" + quarantineOnly,
+	}
+	for _, doc := range docs {
+		if err := mustParse(t, doc).Validate(); err != nil {
+			t.Errorf("Validate(%q):\n%v", doc, err)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	tests := map[string]string{"5m0s": "5m", "1h0m0s": "1h", "1h30m0s": "1h30m", "100ms": "100ms", "1m30s": "1m30s"}
+	for in, want := range tests {
+		d, err := time.ParseDuration(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+// Package protocols defines what a protocol handler implements and what the
+// gateway's workers give it: the worker-facing contract shared by every
+// protocols/<name> package.
+//
+// A connection is owned by one worker for its whole life. The worker reads
+// the socket to EAGAIN (the epoll loop is edge-triggered), keeps whatever a
+// session has not consumed yet, and calls the session from its own goroutine
+// only, so a session needs no locks for its own state. Output goes through
+// Conn.Write, which writes at once when it can and otherwise buffers up to a
+// high-water mark and flushes on EPOLLOUT.
+//
+// Sessions that are fed from elsewhere (a bus subscription, say) call
+// Conn.Notify from any goroutine; the owning worker then calls the session's
+// Notified method on its own goroutine.
+package protocols
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Errors a worker reports to sessions or that sessions return to it.
+var (
+	// ErrBackpressure is returned by Conn.Write when the output buffer
+	// would grow past its high-water mark: the peer does not read.
+	ErrBackpressure = errors.New("protocols: output buffer over high-water mark")
+	// ErrClosed is returned by Conn.Write after the connection is closed.
+	ErrClosed = errors.New("protocols: connection closed")
+	// ErrPeerClosed is the reason a session sees when the peer hung up.
+	ErrPeerClosed = errors.New("protocols: peer closed the connection")
+	// ErrIdle is the reason a session sees when its idle timeout passed.
+	ErrIdle = errors.New("protocols: idle timeout")
+	// ErrShutdown is the reason a session sees when the gateway drains.
+	ErrShutdown = errors.New("protocols: gateway shutting down")
+	// ErrMalformed is wrapped by sessions that reject their input; the
+	// worker then records the connection with the quarantine book.
+	ErrMalformed = errors.New("protocols: malformed input")
+)
+
+// Reason says why a connection was sent to the quarantine pool.
+type Reason string
+
+// The reasons the quarantine pool counts.
+const (
+	ReasonNone      Reason = ""
+	ReasonTimeout   Reason = "timeout"   // nothing classifiable before the sniff deadline
+	ReasonNoMatch   Reason = "no-match"  // bytes that no detector claims
+	ReasonOversize  Reason = "oversize"  // still undecided at the sniff byte budget
+	ReasonMalformed Reason = "malformed" // a handler rejected its input
+	ReasonPanic     Reason = "panic"     // a handler panicked
+	ReasonRouted    Reason = "routed"    // a route says quarantine
+)
+
+// Conn is one connection as its owning worker sees it. Every method but
+// Notify must be called on the owning worker's goroutine.
+type Conn interface {
+	// ID is unique among open connections: the fd in the high 32 bits and
+	// the registry generation in the low 32.
+	ID() uint64
+	// Peer is the remote address, recorded at accept.
+	Peer() netip.AddrPort
+	// Reason is why the connection was quarantined; ReasonNone elsewhere.
+	Reason() Reason
+	// Write sends p or buffers what the socket does not take now. It
+	// returns ErrBackpressure (and buffers nothing) when the buffered
+	// output would exceed the high-water mark, and ErrClosed after Close.
+	Write(p []byte) error
+	// Buffered is how many output bytes wait for the socket.
+	Buffered() int
+	// Close flushes what it can without blocking and closes the
+	// connection; the session's Closed is called with reason. Closing
+	// twice is harmless.
+	Close(reason error)
+	// Notify asks the owning worker to call the session's Notified soon.
+	// Safe from any goroutine; calls that arrive before the worker runs
+	// coalesce into one.
+	Notify()
+}
+
+// Handler starts sessions for the connections a pool's workers receive.
+// One Handler serves all workers of its pool, so it must be safe for
+// concurrent use; per-connection state lives in the Session.
+type Handler interface {
+	// Open is called on the owning worker when the connection is handed
+	// over; the bytes the sniffer peeked are still unread. An error closes
+	// the connection and is counted with its text.
+	Open(c Conn) (Session, error)
+}
+
+// Session is the handler's state for one connection.
+type Session interface {
+	// Data is given all input not consumed yet and returns how much it
+	// consumed. The worker keeps the rest and calls again when more
+	// arrives; unconsumed input beyond the pool's input limit closes the
+	// connection. An error closes the connection with that reason.
+	Data(in []byte) (consumed int, err error)
+	// Closed is called exactly once, after the socket is closed.
+	Closed(reason error)
+}
+
+// Notified is implemented by sessions that use Conn.Notify.
+type Notified interface {
+	// Notified runs on the owning worker after one or more Notify calls.
+	Notified() error
+}
+
+// Prober is implemented by handlers that can wake up silent peers: dial-in
+// devices that speak only when spoken to. When the sniff deadline passes
+// with nothing received and a probe is configured for the listener, the
+// worker calls Probe; the session it returns then receives the answer.
+type Prober interface {
+	Probe(c Conn) (Session, error)
+}
