@@ -1,0 +1,518 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+// fakeClock returns 1000, 2000, 3000, ... so TS is predictable.
+func fakeClock() func() int64 {
+	var n atomic.Int64
+	return func() int64 { return n.Add(1) * 1000 }
+}
+
+func newTestBus(t testing.TB, o Options) *Bus {
+	t.Helper()
+	if o.Now == nil {
+		o.Now = fakeClock()
+	}
+	return New(o)
+}
+
+func mustSub(t testing.TB, b *Bus, notify func(), filters ...string) *Subscriber {
+	t.Helper()
+	s, err := b.NewSubscriber(notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	for _, f := range filters {
+		if err := s.Subscribe(f); err != nil {
+			t.Fatalf("Subscribe(%q): %v", f, err)
+		}
+	}
+	return s
+}
+
+func mustPublish(t testing.TB, b *Bus, topic, payload string) {
+	t.Helper()
+	if err := b.Publish(topic, []byte(payload), "test"); err != nil {
+		t.Fatalf("Publish(%q): %v", topic, err)
+	}
+}
+
+// payloads returns the drained payloads as strings, "topic=payload".
+func payloads(s *Subscriber) []string {
+	var out []string
+	for _, m := range s.Drain(nil) {
+		out = append(out, m.Topic+"="+string(m.Payload))
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == len(b)
+}
+
+func TestParseDropPolicy(t *testing.T) {
+	tests := []struct {
+		in   string
+		want DropPolicy
+		err  bool
+	}{
+		{"", DropOldest, false},
+		{"oldest", DropOldest, false},
+		{"newest", DropNewest, false},
+		{"disconnect", Disconnect, false},
+		{"Oldest", 0, true},
+		{"drop", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseDropPolicy(tt.in)
+		if tt.err {
+			if !errors.Is(err, ErrInvalidDropPolicy) {
+				t.Errorf("ParseDropPolicy(%q) error = %v, want ErrInvalidDropPolicy", tt.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseDropPolicy(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+		if tt.in != "" && got.String() != tt.in {
+			t.Errorf("%v.String() = %q, want %q", got, got.String(), tt.in)
+		}
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	o := New(Options{MaxTopicLen: 1 << 20, Queue: -1, Drop: 9}).Options()
+	want := Options{
+		MaxTopics: DefaultMaxTopics, MaxPayload: DefaultMaxPayload, MaxTopicLen: maxTopicLenCap,
+		Queue: DefaultQueue, MaxFilters: DefaultMaxFilters, MaxSubscribers: DefaultMaxSubscribers,
+	}
+	if o.Now == nil {
+		t.Fatal("no default clock")
+	}
+	o.Now = nil
+	if fmt.Sprintf("%+v", o) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("defaults = %+v, want %+v", o, want)
+	}
+}
+
+func TestShardIsOneCacheLine(t *testing.T) {
+	if size := unsafe.Sizeof(shard{}); size != 64 {
+		t.Fatalf("shard is %d bytes, want 64", size)
+	}
+}
+
+func TestPublishRejects(t *testing.T) {
+	b := newTestBus(t, Options{MaxPayload: 4, MaxTopicLen: 8})
+	tests := []struct {
+		topic   string
+		payload string
+		want    error
+	}{
+		{"", "", ErrInvalidTopic},
+		{"a/+", "", ErrInvalidTopic},
+		{"a/#", "", ErrInvalidTopic},
+		{"123456789", "", ErrInvalidTopic},
+		{"\xff", "", ErrInvalidTopic},
+		{"a", "12345", ErrPayloadTooLarge},
+	}
+	for _, tt := range tests {
+		if err := b.Publish(tt.topic, []byte(tt.payload), "test"); !errors.Is(err, tt.want) {
+			t.Errorf("Publish(%q, %d bytes) = %v, want %v", tt.topic, len(tt.payload), err, tt.want)
+		}
+	}
+	mustPublish(t, b, "12345678", "1234")
+	st := b.Stats()
+	if st.Rejected != uint64(len(tests)) || st.Published != 1 || st.Topics != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestLastValueCache(t *testing.T) {
+	b := newTestBus(t, Options{})
+	if _, ok := b.Get("plant/temp"); ok {
+		t.Fatal("Get on an empty bus found a value")
+	}
+	mustPublish(t, b, "plant/temp", "20")
+	mustPublish(t, b, "plant/hum", "40")
+	if err := b.Publish("plant/temp", []byte("21"), "modbus"); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := b.Get("plant/temp")
+	want := Message{Topic: "plant/temp", Payload: []byte("21"), Src: "modbus", TS: 3000, Seq: 3}
+	if !ok || m.Topic != want.Topic || string(m.Payload) != "21" || m.Src != want.Src ||
+		m.TS != want.TS || m.Seq != want.Seq || m.Retained {
+		t.Fatalf("Get = %+v, %v; want %+v", m, ok, want)
+	}
+	if st := b.Stats(); st.Topics != 2 || st.Published != 3 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if !b.Forget("plant/temp") || b.Forget("plant/temp") {
+		t.Fatal("Forget should report true once")
+	}
+	if _, ok := b.Get("plant/temp"); ok || b.Stats().Topics != 1 {
+		t.Fatal("Forget left the value cached")
+	}
+}
+
+func TestPayloadCopiedOnceAndShared(t *testing.T) {
+	b := newTestBus(t, Options{})
+	s1 := mustSub(t, b, nil, "x")
+	s2 := mustSub(t, b, nil, "#")
+	src := []byte("hello")
+	mustPublish(t, b, "x", string(src))
+	if err := b.Publish("x", src, "test"); err != nil {
+		t.Fatal(err)
+	}
+	src[0] = 'J'
+	m1, m2 := s1.Drain(nil), s2.Drain(nil)
+	got, _ := b.Get("x")
+	if string(m1[1].Payload) != "hello" || string(got.Payload) != "hello" {
+		t.Fatalf("payload changed with the caller's buffer: %q", m1[1].Payload)
+	}
+	if &m1[1].Payload[0] != &m2[1].Payload[0] || &got.Payload[0] != &m1[1].Payload[0] {
+		t.Fatal("subscribers and the cache do not share one copy")
+	}
+	mustPublish(t, b, "empty", "")
+	if got, _ := b.Get("empty"); got.Payload != nil {
+		t.Fatalf("empty payload stored as %#v, want nil", got.Payload)
+	}
+}
+
+func TestMaxTopics(t *testing.T) {
+	b := newTestBus(t, Options{MaxTopics: 2})
+	s := mustSub(t, b, nil, "#")
+	for _, topic := range []string{"a", "b", "c", "a", "c"} {
+		mustPublish(t, b, topic, "v")
+	}
+	if _, ok := b.Get("c"); ok {
+		t.Fatal("topic past MaxTopics was cached")
+	}
+	if n := len(s.Drain(nil)); n != 5 {
+		t.Fatalf("subscriber got %d messages, want all 5", n)
+	}
+	if st := b.Stats(); st.Topics != 2 || st.Unretained != 2 {
+		t.Fatalf("stats = %+v, want Topics 2, Unretained 2", st)
+	}
+	b.Forget("a")
+	mustPublish(t, b, "c", "v")
+	if _, ok := b.Get("c"); !ok {
+		t.Fatal("Forget did not free a place in the cache")
+	}
+}
+
+func TestRetainedOnSubscribe(t *testing.T) {
+	b := newTestBus(t, Options{})
+	for _, topic := range []string{"plant/a/temp", "plant/b/temp", "plant/a/hum", "$SYS/up"} {
+		mustPublish(t, b, topic, "v:"+topic)
+	}
+	tests := []struct {
+		filter string
+		want   []string
+	}{
+		{"plant/+/temp", []string{"plant/a/temp", "plant/b/temp"}},
+		{"plant/a/hum", []string{"plant/a/hum"}},
+		{"#", []string{"plant/a/hum", "plant/a/temp", "plant/b/temp"}},
+		{"$SYS/#", []string{"$SYS/up"}},
+		{"nothing/#", nil},
+	}
+	for _, tt := range tests {
+		s := mustSub(t, b, nil, tt.filter)
+		msgs := s.Drain(nil)
+		var got []string
+		for _, m := range msgs {
+			if !m.Retained || string(m.Payload) != "v:"+m.Topic {
+				t.Errorf("%s: bad retained message %+v", tt.filter, m)
+			}
+			got = append(got, m.Topic)
+		}
+		if !sameSet(got, tt.want) {
+			t.Errorf("Subscribe(%q) replayed %v, want %v", tt.filter, got, tt.want)
+		}
+		mustPublish(t, b, "plant/a/temp", "v:plant/a/temp")
+	}
+}
+
+func sameSet(a, b []string) bool {
+	count := map[string]int{}
+	for _, x := range a {
+		count[x]++
+	}
+	for _, x := range b {
+		count[x]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRetainedIterate(t *testing.T) {
+	b := newTestBus(t, Options{})
+	for i := range 10 {
+		mustPublish(t, b, fmt.Sprintf("t/%d", i), "v")
+	}
+	mustPublish(t, b, "u/1", "v")
+	count := func(filter string, stopAfter int) int {
+		n := 0
+		b.Retained(filter, func(m Message) bool {
+			if !Match(filter, m.Topic) {
+				t.Errorf("Retained(%q) gave %q", filter, m.Topic)
+			}
+			n++
+			return n < stopAfter
+		})
+		return n
+	}
+	tests := []struct {
+		filter    string
+		stopAfter int
+		want      int
+	}{
+		{"t/+", 100, 10},
+		{"#", 100, 11},
+		{"t/3", 100, 1},
+		{"t/#", 3, 3},
+		{"t/x", 100, 0},
+		{"t/#/x", 100, 0},
+	}
+	for _, tt := range tests {
+		if got := count(tt.filter, tt.stopAfter); got != tt.want {
+			t.Errorf("Retained(%q) visited %d, want %d", tt.filter, got, tt.want)
+		}
+	}
+	// fn may publish: it runs without locks.
+	b.Retained("t/+", func(m Message) bool {
+		mustPublish(t, b, m.Topic, "again")
+		return true
+	})
+}
+
+func TestRepeatedSubscribeReplaysAgain(t *testing.T) {
+	b := newTestBus(t, Options{})
+	mustPublish(t, b, "a", "1")
+	s := mustSub(t, b, nil, "a", "a")
+	if got := payloads(s); !equalStrings(got, []string{"a=1", "a=1"}) {
+		t.Fatalf("got %v", got)
+	}
+	if f := s.Filters(); len(f) != 1 {
+		t.Fatalf("filters = %v, want one", f)
+	}
+}
+
+func TestOverlappingFiltersDeliverOnce(t *testing.T) {
+	b := newTestBus(t, Options{})
+	s := mustSub(t, b, nil, "a/#", "a/+", "+/b", "a/b", "#")
+	other := mustSub(t, b, nil, "a/b")
+	mustPublish(t, b, "a/b", "1")
+	mustPublish(t, b, "a/c", "2")
+	mustPublish(t, b, "x/b", "3")
+	mustPublish(t, b, "a", "4")
+	want := []string{"a/b=1", "a/c=2", "x/b=3", "a=4"}
+	if got := payloads(s); !equalStrings(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got := payloads(other); !equalStrings(got, []string{"a/b=1"}) {
+		t.Fatalf("other got %v", got)
+	}
+	if st := b.Stats(); st.Delivered != 5 {
+		t.Fatalf("Delivered = %d, want 5", st.Delivered)
+	}
+}
+
+func TestUnsubscribe(t *testing.T) {
+	b := newTestBus(t, Options{})
+	s := mustSub(t, b, nil, "a/+", "b/#")
+	if err := s.Unsubscribe("a/+"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unsubscribe("never/subscribed"); err != nil {
+		t.Fatalf("Unsubscribe of an unknown filter: %v", err)
+	}
+	if err := s.Unsubscribe("a/#/b"); !errors.Is(err, ErrInvalidFilter) {
+		t.Fatalf("Unsubscribe of a bad filter = %v", err)
+	}
+	mustPublish(t, b, "a/1", "x")
+	mustPublish(t, b, "b/1", "y")
+	if got := payloads(s); !equalStrings(got, []string{"b/1=y"}) {
+		t.Fatalf("got %v", got)
+	}
+	s.Close()
+	if !b.root.empty() {
+		t.Fatal("trie not pruned after the last filter went away")
+	}
+}
+
+func TestCloseIdempotent(t *testing.T) {
+	b := newTestBus(t, Options{})
+	s := mustSub(t, b, nil, "a")
+	mustPublish(t, b, "a", "1")
+	s.Close()
+	s.Close()
+	if n := len(s.Drain(nil)); n != 0 {
+		t.Fatalf("closed subscriber drained %d messages", n)
+	}
+	if err := s.Subscribe("b"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Subscribe after Close = %v", err)
+	}
+	if err := s.Unsubscribe("a"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Unsubscribe after Close = %v", err)
+	}
+	mustPublish(t, b, "a", "2")
+	if st := b.Stats(); st.Subscribers != 0 || st.Delivered != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	b := newTestBus(t, Options{MaxFilters: 2, MaxSubscribers: 2, MaxTopicLen: 4})
+	s := mustSub(t, b, nil, "a", "b")
+	if err := s.Subscribe("c"); !errors.Is(err, ErrTooManyFilters) {
+		t.Fatalf("third filter: %v", err)
+	}
+	if err := s.Subscribe("a"); err != nil {
+		t.Fatalf("repeating a filter at the limit: %v", err)
+	}
+	if err := s.Subscribe("abcde"); !errors.Is(err, ErrInvalidFilter) {
+		t.Fatalf("filter past MaxTopicLen: %v", err)
+	}
+	s2 := mustSub(t, b, nil)
+	if _, err := b.NewSubscriber(nil); !errors.Is(err, ErrTooManySubscribers) {
+		t.Fatalf("third subscriber: %v", err)
+	}
+	s2.Close()
+	if _, err := b.NewSubscriber(nil); err != nil {
+		t.Fatalf("Close did not free a subscriber slot: %v", err)
+	}
+}
+
+func TestNotify(t *testing.T) {
+	b := newTestBus(t, Options{})
+	var calls atomic.Int32
+	s := mustSub(t, b, func() { calls.Add(1) }, "a")
+	mustPublish(t, b, "a", "1")
+	mustPublish(t, b, "a", "2")
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("notify called %d times for one empty->non-empty edge", n)
+	}
+	s.Drain(nil)
+	mustPublish(t, b, "a", "3")
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("notify called %d times, want 2 after a drain", n)
+	}
+	if err := s.Subscribe("b"); err != nil {
+		t.Fatal(err)
+	}
+	s.Drain(nil)
+	mustPublish(t, b, "b", "1")
+	if err := s.Subscribe("b"); err != nil { // retained replay into an empty queue
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("notify called %d times, want 3 (publish to b, not replay into a full queue)", n)
+	}
+}
+
+func TestQueueGrowsLazily(t *testing.T) {
+	b := newTestBus(t, Options{Queue: 40})
+	s := mustSub(t, b, nil, "#")
+	if s.ring != nil {
+		t.Fatal("idle subscriber allocated a queue")
+	}
+	sizes := []int{}
+	for i := range 40 {
+		mustPublish(t, b, "t", fmt.Sprint(i))
+		if len(sizes) == 0 || sizes[len(sizes)-1] != len(s.ring) {
+			sizes = append(sizes, len(s.ring))
+		}
+	}
+	if fmt.Sprint(sizes) != "[16 32 40]" {
+		t.Fatalf("ring sizes %v, want [16 32 40]", sizes)
+	}
+	msgs := s.Drain(nil)
+	for i, m := range msgs {
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q: order lost while growing", i, m.Payload)
+		}
+	}
+}
+
+func TestDropPolicies(t *testing.T) {
+	tests := []struct {
+		policy       DropPolicy
+		want         []string
+		dropped      uint64
+		disconnected bool
+	}{
+		{DropOldest, []string{"t=3", "t=4", "t=5", "t=6"}, 2, false},
+		{DropNewest, []string{"t=1", "t=2", "t=3", "t=4"}, 2, false},
+		{Disconnect, nil, 5, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			b := newTestBus(t, Options{Queue: 4, Drop: tt.policy})
+			var calls atomic.Int32
+			s := mustSub(t, b, func() { calls.Add(1) }, "t")
+			healthy := mustSub(t, b, nil, "t")
+			for i := 1; i <= 6; i++ {
+				mustPublish(t, b, "t", fmt.Sprint(i))
+				if i == 4 {
+					healthy.Drain(nil)
+				}
+			}
+			if got := payloads(s); !equalStrings(got, tt.want) {
+				t.Errorf("queue %v, want %v", got, tt.want)
+			}
+			if s.Dropped() != tt.dropped || s.Disconnected() != tt.disconnected {
+				t.Errorf("Dropped %d Disconnected %v, want %d %v",
+					s.Dropped(), s.Disconnected(), tt.dropped, tt.disconnected)
+			}
+			if healthy.Dropped() != 0 || healthy.Len() != 2 {
+				t.Errorf("a subscriber that kept up lost messages: dropped %d len %d",
+					healthy.Dropped(), healthy.Len())
+			}
+			st := b.Stats()
+			wantStats := Stats{Published: 6, Delivered: 6 + 6 - tt.dropped, Dropped: tt.dropped, Topics: 1, Subscribers: 2}
+			if tt.policy == DropOldest {
+				wantStats.Delivered = 12 // every message was queued; two were evicted later
+			}
+			if tt.disconnected {
+				wantStats.Delivered = 6 + 4
+				wantStats.Disconnected = 1
+				wantStats.Subscribers = 1
+				if calls.Load() != 2 {
+					t.Errorf("notify called %d times, want 2 (first message, disconnect)", calls.Load())
+				}
+				if err := s.Subscribe("u"); !errors.Is(err, ErrClosed) {
+					t.Errorf("Subscribe after disconnect = %v", err)
+				}
+			}
+			if st != wantStats {
+				t.Errorf("stats %+v, want %+v", st, wantStats)
+			}
+		})
+	}
+}
+
+func TestDisconnectOnRetainedOverflow(t *testing.T) {
+	b := newTestBus(t, Options{Queue: 2, Drop: Disconnect})
+	for i := range 3 {
+		mustPublish(t, b, fmt.Sprintf("t/%d", i), "v")
+	}
+	s := mustSub(t, b, nil)
+	if err := s.Subscribe("t/+"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Subscribe replaying 3 values into a queue of 2 = %v", err)
+	}
+	if !s.Disconnected() || b.Stats().Subscribers != 0 || !b.root.empty() {
+		t.Fatalf("subscriber not cut off cleanly: %+v", b.Stats())
+	}
+}

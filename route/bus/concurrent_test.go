@@ -1,0 +1,248 @@
+package bus
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// waitFor polls cond, yielding the processor, with a generous bound on
+// how many times; it never measures time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 50_000_000 {
+		if cond() {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("gave up waiting for %s", what)
+}
+
+// drained is a subscriber whose messages a goroutine collects as they are
+// notified.
+type drained struct {
+	sub     *Subscriber
+	filters []string
+	wake    chan struct{}
+	got     []Message
+}
+
+func (d *drained) run(done <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		select {
+		case <-d.wake:
+			d.got = d.sub.Drain(d.got)
+		case <-done:
+			d.got = d.sub.Drain(d.got)
+			return
+		}
+	}
+}
+
+func TestConcurrentNoLoss(t *testing.T) {
+	const publishers, perPublisher, churners = 4, 500, 4
+	b := New(Options{Queue: publishers * perPublisher})
+	filterSets := [][]string{
+		{"t/#", "t/+/+"}, // overlapping: still once each
+		{"#"},
+		{"t/0/+"},
+		{"t/+/1"},
+		{"t/1/2", "t/1/+", "+/1/#"},
+		{"t/+/3/#", "nothing"},
+	}
+	var subs []*drained
+	for _, fs := range filterSets {
+		d := &drained{filters: fs, wake: make(chan struct{}, 1)}
+		d.sub = mustSub(t, b, func() {
+			select {
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}, fs...)
+		subs = append(subs, d)
+	}
+	topic := func(p, i int) string { return fmt.Sprintf("t/%d/%d", p, i%4) }
+
+	done := make(chan struct{})
+	var drainers, workers sync.WaitGroup
+	for _, d := range subs {
+		drainers.Add(1)
+		go d.run(done, &drainers)
+	}
+	for p := range publishers {
+		workers.Go(func() {
+			for i := range perPublisher {
+				if err := b.Publish(topic(p, i), []byte(strconv.Itoa(i)), "test"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for range churners {
+		workers.Go(func() { churn(t, b) })
+	}
+	workers.Wait()
+	close(done)
+	drainers.Wait()
+
+	for _, d := range subs {
+		want := 0
+		for p := range publishers {
+			for i := range perPublisher {
+				if matchesAny(d.filters, topic(p, i)) {
+					want++
+				}
+			}
+		}
+		checkOnce(t, d.filters, d.got, want)
+		if d.sub.Dropped() != 0 {
+			t.Errorf("%v: dropped %d with a queue big enough for all", d.filters, d.sub.Dropped())
+		}
+	}
+	if st := b.Stats(); st.Subscribers != len(subs) || st.Published != publishers*perPublisher {
+		t.Errorf("stats after churn = %+v", st)
+	}
+}
+
+// churn subscribes, reads and closes subscribers while others publish.
+func churn(t *testing.T, b *Bus) {
+	var buf []Message
+	for i := range 100 {
+		s, err := b.NewSubscriber(func() {})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, f := range []string{"t/+/0", "#", fmt.Sprintf("t/%d/#", i%4)} {
+			if err := s.Subscribe(f); err != nil {
+				t.Error(err)
+			}
+		}
+		buf = s.Drain(buf[:0])
+		b.Get("t/1/1")
+		b.Retained("t/2/+", func(Message) bool { return true })
+		b.Stats()
+		if err := s.Unsubscribe("#"); err != nil {
+			t.Error(err)
+		}
+		if i%2 == 0 {
+			s.Close()
+		} else {
+			s.Close()
+			s.Close()
+		}
+	}
+}
+
+func matchesAny(filters []string, topic string) bool {
+	for _, f := range filters {
+		if Match(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOnce asserts want messages, each sequence number once.
+func checkOnce(t *testing.T, filters []string, got []Message, want int) {
+	t.Helper()
+	seen := make(map[uint64]bool, len(got))
+	for _, m := range got {
+		if seen[m.Seq] {
+			t.Errorf("%v: seq %d delivered twice", filters, m.Seq)
+		}
+		seen[m.Seq] = true
+		if !matchesAny(filters, m.Topic) {
+			t.Errorf("%v: got unmatched topic %q", filters, m.Topic)
+		}
+	}
+	if len(got) != want {
+		t.Errorf("%v: got %d messages, want %d", filters, len(got), want)
+	}
+}
+
+// TestSubscribeWhilePublishing checks the replay/live split: a subscriber
+// that joins mid-stream gets, per topic, the cached value and then every
+// later one, in order, none twice.
+func TestSubscribeWhilePublishing(t *testing.T) {
+	const publishers, perPublisher = 4, 3000
+	b := New(Options{Queue: publishers * perPublisher})
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			topic := fmt.Sprintf("p/%d", p)
+			for i := range perPublisher {
+				if err := b.Publish(topic, []byte(strconv.Itoa(i)), "test"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	waitFor(t, "publishing to start", func() bool { return b.Stats().Published >= publishers })
+	s := mustSub(t, b, nil, "p/#")
+	wg.Wait()
+
+	next := map[string]int{}
+	for _, m := range s.Drain(nil) {
+		k, err := strconv.Atoi(string(m.Payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, started := next[m.Topic]
+		switch {
+		case m.Retained && started:
+			t.Errorf("%s: retained value %d after live ones", m.Topic, k)
+		case started && k != want:
+			t.Errorf("%s: got %d after %d", m.Topic, k, want-1)
+		}
+		next[m.Topic] = k + 1
+	}
+	for p := range publishers {
+		topic := fmt.Sprintf("p/%d", p)
+		if next[topic] != perPublisher {
+			t.Errorf("%s: stream ends at %d, want %d", topic, next[topic]-1, perPublisher-1)
+		}
+	}
+}
+
+// TestConcurrentDisconnect cuts many slow subscribers off at once from
+// several publishers: each is counted once and leaves nothing behind.
+func TestConcurrentDisconnect(t *testing.T) {
+	const publishers, subscribers = 4, 50
+	b := New(Options{Queue: 8, Drop: Disconnect})
+	var subs []*Subscriber
+	for i := range subscribers {
+		subs = append(subs, mustSub(t, b, func() {}, "d/#", fmt.Sprintf("d/%d", i%publishers)))
+	}
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for range 100 {
+				if err := b.Publish(fmt.Sprintf("d/%d", p), []byte("x"), "test"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range subs {
+		if !s.Disconnected() {
+			t.Fatal("a subscriber that never drained is still connected")
+		}
+	}
+	st := b.Stats()
+	if st.Disconnected != subscribers || st.Subscribers != 0 {
+		t.Fatalf("stats %+v, want %d disconnected, 0 subscribers", st, subscribers)
+	}
+	b.trieMu.RLock()
+	defer b.trieMu.RUnlock()
+	if !b.root.empty() {
+		t.Fatal("filters of disconnected subscribers left in the trie")
+	}
+}
