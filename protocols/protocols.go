@@ -64,6 +64,7 @@ type Conn interface {
 	// Write sends p or buffers what the socket does not take now. It
 	// returns ErrBackpressure (and buffers nothing) when the buffered
 	// output would exceed the high-water mark, and ErrClosed after Close.
+	// Write copies what it keeps: p may be reused as soon as it returns.
 	Write(p []byte) error
 	// Buffered is how many output bytes wait for the socket.
 	Buffered() int
@@ -89,8 +90,9 @@ type Handler interface {
 
 // Session is the handler's state for one connection.
 type Session interface {
-	// Data is given all input not consumed yet and returns how much it
-	// consumed. The worker keeps the rest and calls again when more
+	// Data is given all input not consumed yet (never empty) and returns
+	// how much it consumed. in is valid only during the call: the worker
+	// reuses the buffer, so a session copies what it keeps. The worker keeps the rest and calls again when more
 	// arrives; unconsumed input beyond the pool's input limit closes the
 	// connection. An error closes the connection with that reason.
 	Data(in []byte) (consumed int, err error)

@@ -1,0 +1,454 @@
+package private
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Source is the name the handler publishes under (bus.Message.Src).
+const Source = "private"
+
+// Session errors: the reasons a session gives its worker for closing.
+var (
+	// ErrPeerError is returned when the client sends an ERROR frame.
+	ErrPeerError = errors.New("private: peer sent ERROR")
+	// ErrPanic is returned when the session recovered a panic of its own.
+	ErrPanic = errors.New("private: session panicked")
+)
+
+// flushAt bounds the output a session builds before handing it to
+// Conn.Write, so a burst of pipelined requests or deliveries never grows
+// one buffer without limit.
+const flushAt = 64 << 10
+
+// Stats are a Handler's counters since New.
+type Stats struct {
+	Sessions      uint64 // sessions opened
+	Published     uint64 // PUBs accepted by the bus
+	Delivered     uint64 // deliveries written to clients
+	Rejected      uint64 // requests failed with a recoverable code
+	Violations    uint64 // connections closed for protocol violations
+	SlowConsumers uint64 // connections closed because they did not read
+}
+
+// Handler serves the private protocol on the connections of one pool. It
+// is safe for concurrent use; each connection's state is its session.
+type Handler struct {
+	cfg config.Private
+	bus *bus.Bus
+	log *slog.Logger
+
+	outPool sync.Pool // *[]byte output buffers, only held during a call
+	msgPool sync.Pool // *[]bus.Message drain buffers, only held during a call
+
+	sessions, published, delivered      atomic.Uint64
+	rejected, violations, slowConsumers atomic.Uint64
+}
+
+var _ protocols.Handler = (*Handler)(nil)
+
+// New returns a Handler publishing into and subscribing from b. Zero cfg
+// fields take the package defaults; a nil log discards. cfg.HelloWithin is
+// not enforced here: the gateway's idle timer closes a connection that
+// stays silent, and any first frame but HELLO is rejected by the session.
+func New(cfg config.Private, b *bus.Bus, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "private")}
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (h *Handler) Config() config.Private { return h.cfg }
+
+// Stats returns a snapshot of the counters.
+func (h *Handler) Stats() Stats {
+	return Stats{
+		Sessions:      h.sessions.Load(),
+		Published:     h.published.Load(),
+		Delivered:     h.delivered.Load(),
+		Rejected:      h.rejected.Load(),
+		Violations:    h.violations.Load(),
+		SlowConsumers: h.slowConsumers.Load(),
+	}
+}
+
+// Open starts a session; it holds no buffers and no subscriber until it
+// needs them.
+func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
+	h.sessions.Add(1)
+	return &session{h: h, conn: c}, nil
+}
+
+func (h *Handler) getOut() *[]byte {
+	if p, ok := h.outPool.Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, 0, 512)
+	return &b
+}
+
+// putOut keeps only modest buffers, so one burst does not pin memory.
+func (h *Handler) putOut(p *[]byte) {
+	if cap(*p) <= 2*flushAt {
+		*p = (*p)[:0]
+		h.outPool.Put(p)
+	}
+}
+
+func (h *Handler) getMsgs() *[]bus.Message {
+	if p, ok := h.msgPool.Get().(*[]bus.Message); ok {
+		return p
+	}
+	m := make([]bus.Message, 0, 16)
+	return &m
+}
+
+// putMsgs clears the messages so the pool does not pin their payloads.
+func (h *Handler) putMsgs(p *[]bus.Message) {
+	clear(*p)
+	if cap(*p) <= h.cfg.Queue {
+		*p = (*p)[:0]
+		h.msgPool.Put(p)
+	}
+}
+
+// session is one connection's state. The owning worker calls it from one
+// goroutine at a time, so it needs no locks.
+type session struct {
+	h      *Handler
+	conn   protocols.Conn
+	hello  bool
+	device string          // from HELLO, for logs
+	sub    *bus.Subscriber // created on the first SUB
+}
+
+var (
+	_ protocols.Session  = (*session)(nil)
+	_ protocols.Notified = (*session)(nil)
+)
+
+// Data handles every whole frame in in and writes the answers in one
+// batch.
+func (s *session) Data(in []byte) (consumed int, err error) {
+	defer s.recoverPanic(&err)
+	buf := s.h.getOut()
+	defer s.h.putOut(buf)
+	out := *buf
+	for consumed < len(in) && err == nil {
+		f, n, perr := ParseFrame(in[consumed:], s.h.cfg.MaxFrame)
+		if perr != nil {
+			out, err = s.fatal(out, CodeOf(perr), perr)
+			break
+		}
+		if n == 0 {
+			break
+		}
+		consumed += n
+		out, err = s.handle(out, f)
+		if err == nil && len(out) >= flushAt {
+			out, err = s.flush(out)
+		}
+	}
+	*buf = out // keep a grown buffer for the pool
+	if _, werr := s.flush(out); werr != nil && err == nil {
+		err = werr
+	}
+	return consumed, err
+}
+
+// handle answers one frame. A returned error closes the connection; out
+// then already holds the ERROR frame that says why.
+func (s *session) handle(out []byte, f Frame) ([]byte, error) {
+	if !s.hello && f.Type != TypeHello {
+		return s.fatal(out, CodeNotHelloFirst, nil)
+	}
+	switch f.Type {
+	case TypeHello:
+		return s.onHello(out, f.Payload)
+	case TypePub:
+		m, err := DecodePub(f.Payload)
+		if err != nil {
+			return s.fatal(out, CodeMalformed, err)
+		}
+		return s.onPub(out, m)
+	case TypeSub, TypeUnsub:
+		m, err := DecodeSub(f.Payload)
+		if err != nil {
+			return s.fatal(out, CodeMalformed, err)
+		}
+		return s.onSub(out, f.Type, m)
+	case TypePing:
+		token, err := DecodePing(f.Payload)
+		if err != nil {
+			return s.fatal(out, CodeMalformed, err)
+		}
+		return AppendFrame(out, TypePong, token), nil
+	case TypePong:
+		return out, nil
+	case TypeError:
+		return out, s.onPeerError(f.Payload)
+	default: // ACK: the server asks nothing a client could acknowledge
+		return s.fatal(out, CodeUnexpectedType, nil)
+	}
+}
+
+func (s *session) onHello(out []byte, payload []byte) ([]byte, error) {
+	if s.hello {
+		return s.fatal(out, CodeHelloTwice, nil)
+	}
+	m, err := DecodeHello(payload)
+	if err != nil {
+		return s.fatal(out, CodeMalformed, err)
+	}
+	s.hello = true
+	s.device = string(m.DeviceID)
+	if s.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.h.log.Debug("hello", "conn", s.conn.ID(), "peer", s.conn.Peer(), "device", s.device, "keepalive", m.Keepalive)
+	}
+	return AppendAck(out, Ack{}), nil
+}
+
+func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
+	if len(m.Topic) > s.h.cfg.MaxTopic {
+		return s.reject(out, m.MsgID, CodeTopicTooLong, "")
+	}
+	// The bus copies the payload; the topic string is the one allocation
+	// a publish costs here, and the bus keeps it in its cache.
+	err := s.h.bus.Publish(string(m.Topic), m.Data, Source)
+	switch {
+	case err == nil:
+		s.h.published.Add(1)
+		if m.MsgID != 0 {
+			out = AppendAck(out, Ack{MsgID: m.MsgID})
+		}
+		return out, nil
+	case errors.Is(err, bus.ErrInvalidTopic):
+		return s.reject(out, m.MsgID, CodeBadTopic, err.Error())
+	case errors.Is(err, bus.ErrPayloadTooLarge):
+		return s.reject(out, m.MsgID, CodePayloadTooLarge, err.Error())
+	}
+	return s.reject(out, m.MsgID, CodeInternal, err.Error())
+}
+
+func (s *session) onSub(out []byte, typ Type, m Sub) ([]byte, error) {
+	if len(m.Filter) > s.h.cfg.MaxTopic {
+		return s.reject(out, m.MsgID, CodeTopicTooLong, "")
+	}
+	filter := string(m.Filter)
+	var err error
+	if typ == TypeSub {
+		err = s.subscribe(filter)
+	} else {
+		err = s.unsubscribe(filter)
+	}
+	code := subCode(err)
+	switch {
+	case code == CodeOK:
+		if m.MsgID != 0 {
+			out = AppendAck(out, Ack{MsgID: m.MsgID})
+		}
+		return out, nil
+	case code.Fatal():
+		return s.fatal(out, code, err)
+	}
+	return s.reject(out, m.MsgID, code, err.Error())
+}
+
+// subscribe creates the subscriber on first use and enforces MaxSubs,
+// which is per connection (the bus's own filter limit is bus-wide).
+func (s *session) subscribe(filter string) error {
+	if s.sub == nil {
+		sub, err := s.h.bus.NewSubscriber(s.conn.Notify)
+		if err != nil {
+			return err
+		}
+		s.sub = sub
+	}
+	if held := s.sub.Filters(); len(held) >= s.h.cfg.MaxSubs && !contains(held, filter) {
+		return fmt.Errorf("%w: limit %d", CodeTooManySubs, s.h.cfg.MaxSubs)
+	}
+	return s.sub.Subscribe(filter)
+}
+
+func (s *session) unsubscribe(filter string) error {
+	if s.sub == nil { // nothing held; still tell a bad filter apart
+		return bus.ValidFilter(filter)
+	}
+	return s.sub.Unsubscribe(filter)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// subCode maps a subscribe or unsubscribe error to its code. bus.ErrClosed
+// means the bus cut the subscriber off: its queue overflowed.
+func subCode(err error) Code {
+	var c Code
+	switch {
+	case err == nil:
+		return CodeOK
+	case errors.As(err, &c):
+		return c
+	case errors.Is(err, bus.ErrInvalidFilter):
+		return CodeBadFilter
+	case errors.Is(err, bus.ErrTooManyFilters):
+		return CodeTooManySubs
+	case errors.Is(err, bus.ErrTooManySubscribers):
+		return CodeBusy
+	case errors.Is(err, bus.ErrClosed):
+		return CodeSlowConsumer
+	}
+	return CodeInternal
+}
+
+// reject fails one request and keeps the connection: an ACK with the code
+// when the client asked for one, an ERROR frame otherwise.
+func (s *session) reject(out []byte, msgID uint32, code Code, detail string) ([]byte, error) {
+	s.h.rejected.Add(1)
+	if msgID != 0 {
+		return AppendAck(out, Ack{MsgID: msgID, Status: code}), nil
+	}
+	if detail == "" {
+		detail = code.Text()
+	}
+	return AppendError(out, code, detail), nil
+}
+
+// fatal appends the ERROR frame that ends the connection and returns the
+// reason: protocol violations wrap protocols.ErrMalformed so the worker
+// records the peer with the quarantine book. cause, when given, is the
+// detail (a codec or bus error) and becomes the ERROR text.
+func (s *session) fatal(out []byte, code Code, cause error) ([]byte, error) {
+	if cause == nil {
+		cause = code
+	}
+	out = AppendError(out, code, cause.Error())
+	switch {
+	case code.Violation():
+		s.h.violations.Add(1)
+		return out, fmt.Errorf("%w: %w", protocols.ErrMalformed, cause)
+	case code == CodeSlowConsumer:
+		s.h.slowConsumers.Add(1)
+	}
+	if errors.Is(cause, code) {
+		return out, cause
+	}
+	return out, fmt.Errorf("%w: %w", code, cause)
+}
+
+func (s *session) onPeerError(payload []byte) error {
+	m, err := DecodeError(payload)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPeerError, err)
+	}
+	if s.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.h.log.Debug("peer error", "conn", s.conn.ID(), "device", s.device, "code", m.Code, "text", string(m.Text))
+	}
+	return fmt.Errorf("%w: code %d", ErrPeerError, m.Code)
+}
+
+// flush writes out and returns it emptied. When the peer does not read
+// (ErrBackpressure) it sends a SLOW_CONSUMER ERROR if even that fits, and
+// returns the slow-consumer reason.
+func (s *session) flush(out []byte) ([]byte, error) {
+	if len(out) == 0 {
+		return out, nil
+	}
+	err := s.conn.Write(out)
+	out = out[:0]
+	if errors.Is(err, protocols.ErrBackpressure) {
+		s.h.slowConsumers.Add(1)
+		var notice [HeaderLen + 4 + 32]byte
+		_ = s.conn.Write(AppendError(notice[:0], CodeSlowConsumer, CodeSlowConsumer.Text()))
+		return out, fmt.Errorf("%w: %w", CodeSlowConsumer, err)
+	}
+	return out, err
+}
+
+// Notified drains the subscriber and writes its messages as PUB
+// deliveries.
+func (s *session) Notified() (err error) {
+	if s.sub == nil {
+		return nil
+	}
+	defer s.recoverPanic(&err)
+	msgs := s.h.getMsgs()
+	defer s.h.putMsgs(msgs)
+	*msgs = s.sub.Drain((*msgs)[:0])
+	buf := s.h.getOut()
+	defer s.h.putOut(buf)
+	out := *buf
+	for i := range *msgs {
+		if out, err = s.appendDelivery(out, &(*msgs)[i]); err != nil {
+			return err
+		}
+	}
+	*buf = out
+	if _, err = s.flush(out); err != nil {
+		return err
+	}
+	if s.sub.Disconnected() { // the bus's Disconnect policy cut us off
+		out, err = s.fatal(out[:0], CodeSlowConsumer, nil)
+		*buf = out
+		_ = s.conn.Write(out)
+		return err
+	}
+	return nil
+}
+
+// appendDelivery encodes one message, flushing first when out is full.
+func (s *session) appendDelivery(out []byte, m *bus.Message) ([]byte, error) {
+	if len(out) >= flushAt {
+		var err error
+		if out, err = s.flush(out); err != nil {
+			return out, err
+		}
+	}
+	var flags uint8
+	if m.Retained {
+		flags = PubRetained
+	}
+	next, err := appendPub(out, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
+	if err != nil { // a source name over 255 bytes: not ours to fix, skip it
+		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
+		return out, nil
+	}
+	s.h.delivered.Add(1)
+	return next, nil
+}
+
+// Closed releases the subscriber.
+func (s *session) Closed(reason error) {
+	if s.sub != nil {
+		s.sub.Close()
+		s.sub = nil
+	}
+	if s.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.h.log.Debug("closed", "conn", s.conn.ID(), "device", s.device, "reason", reason)
+	}
+}
+
+// recoverPanic turns a panic of this session into its close reason: the
+// connection dies, the worker lives.
+func (s *session) recoverPanic(err *error) {
+	if r := recover(); r != nil {
+		s.h.log.Error("session panic", "conn", s.conn.ID(), "device", s.device, "panic", r, "stack", string(debug.Stack()))
+		*err = fmt.Errorf("%w: %v", ErrPanic, r)
+	}
+}
