@@ -1,0 +1,410 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+const (
+	protoModbus uint8 = 1
+	protoCoAP   uint8 = 3
+)
+
+// pool returns n workers that all take protocol proto.
+func pool(n int, proto uint8) []WorkerSpec {
+	ws := make([]WorkerSpec, n)
+	for i := range ws {
+		ws[i].Allowed = 1 << proto
+	}
+	return ws
+}
+
+func mustDispatcher(t testing.TB, p Policy, ws []WorkerSpec, window int) *Dispatcher {
+	t.Helper()
+	d, err := NewDispatcher(p, ws, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+var parsePolicyTests = []struct {
+	in   string
+	want Policy
+	err  error
+}{
+	{"", Entropy, nil},
+	{"entropy", Entropy, nil},
+	{"roundrobin", RoundRobin, nil},
+	{" RoundRobin\t", RoundRobin, nil},
+	{"inline", Inline, nil},
+	{"round-robin", Entropy, ErrPolicy},
+	{"random", Entropy, ErrPolicy},
+	{"inline2", Entropy, ErrPolicy},
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, tt := range parsePolicyTests {
+		got, err := ParsePolicy(tt.in)
+		if got != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("ParsePolicy(%q) = %v, %v; want %v, %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+	if s := Policy(7).String(); s != "Policy(7)" {
+		t.Errorf("Policy(7).String() = %q", s)
+	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, tt := range parsePolicyTests {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePolicy(s)
+		if err != nil {
+			if !errors.Is(err, ErrPolicy) {
+				t.Fatalf("ParsePolicy(%q) error %v is not ErrPolicy", s, err)
+			}
+			return
+		}
+		if back, err := ParsePolicy(p.String()); err != nil || back != p {
+			t.Fatalf("round trip of %q: %v -> %q -> %v, %v", s, p, p.String(), back, err)
+		}
+	})
+}
+
+func TestNewDispatcherErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		policy  Policy
+		workers []WorkerSpec
+		window  int
+		err     error
+	}{
+		{"ok", Entropy, pool(4, 1), 0, nil},
+		{"no workers", Inline, nil, 0, nil},
+		{"window 1", RoundRobin, pool(1, 1), 1, nil},
+		{"max window", Entropy, pool(1, 1), MaxWindow, nil},
+		{"bad policy", Policy(9), pool(1, 1), 0, ErrPolicy},
+		{"negative window", Entropy, pool(1, 1), -1, ErrWindow},
+		{"huge window", Entropy, pool(1, 1), MaxWindow + 1, ErrWindow},
+		{"too many workers", Entropy, pool(MaxWorkers+1, 1), 0, ErrWorkers},
+		{"mask past 16", Entropy, []WorkerSpec{{Allowed: 1 << 16}}, 0, ErrAllowed},
+		{"all ones", Entropy, []WorkerSpec{{Allowed: ^uint64(0)}}, 0, ErrAllowed},
+		{"all protocols", Entropy, []WorkerSpec{{Allowed: AllProtocols}}, 0, nil},
+	}
+	for _, tt := range tests {
+		d, err := NewDispatcher(tt.policy, tt.workers, tt.window)
+		if !errors.Is(err, tt.err) || (err == nil) != (d != nil) {
+			t.Errorf("%s: NewDispatcher = %v, %v; want error %v", tt.name, d, err, tt.err)
+		}
+	}
+}
+
+func TestPickNoneEligible(t *testing.T) {
+	ws := []WorkerSpec{{Allowed: 1 << protoModbus}, {Allowed: 1 << protoModbus}}
+	for _, p := range []Policy{Entropy, RoundRobin, Inline} {
+		d := mustDispatcher(t, p, ws, 0)
+		for _, proto := range []uint8{0, protoCoAP, MaxProto, 255} {
+			if got := d.Pick(proto, PatternSteady); got != -1 {
+				t.Errorf("%v: Pick(%d) = %d, want -1", p, proto, got)
+			}
+		}
+		if got := d.Pick(protoModbus, PatternSteady); p == Inline && got != -1 {
+			t.Errorf("Inline: Pick = %d, want -1", got)
+		}
+	}
+}
+
+func TestPickRoundRobin(t *testing.T) {
+	ws := pool(4, protoModbus)
+	ws[2].Allowed = 1 << protoCoAP // not in the modbus rotation
+	d := mustDispatcher(t, RoundRobin, ws, 0)
+	counts := make([]int, len(ws))
+	for range 30 {
+		counts[d.Pick(protoModbus, PatternBursty)]++
+	}
+	if counts[0] != 10 || counts[1] != 10 || counts[2] != 0 || counts[3] != 10 {
+		t.Fatalf("round robin counts %v, want 10/10/0/10", counts)
+	}
+	if d.Load(0) != 10 {
+		t.Fatalf("Load(0) = %d, want 10", d.Load(0))
+	}
+}
+
+func TestEntropyCost(t *testing.T) {
+	const bit = 1 << 5
+	tests := []struct {
+		load   int64
+		recent uint64
+		want   uint64
+	}{
+		{0, 0, 0},
+		{3, 0, 3 * LoadWeight},
+		{0, 1 << 6, 0},            // another class only
+		{0, bit, DupPenalty + 63}, // the class alone: narrowest mix
+		{2, bit | 1<<6, 2*LoadWeight + DupPenalty + 62},
+		{0, ^uint64(0), DupPenalty},            // broadest mix
+		{-5, 0, 0},                             // a negative load counts as 0
+		{1 << 62, 0, maxCostLoad * LoadWeight}, // clamped, no overflow
+	}
+	for _, tt := range tests {
+		if got := entropyCost(tt.load, tt.recent, bit); got != tt.want {
+			t.Errorf("entropyCost(%d, %#x) = %d, want %d", tt.load, tt.recent, got, tt.want)
+		}
+	}
+}
+
+func TestPickEntropyPrefersMissingClass(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(3, protoModbus), 0)
+	d.Observe(0, protoModbus, PatternBursty)
+	d.Observe(1, protoModbus, PatternBursty)
+	// Equal loads: the one worker without bursty traffic gets the burst.
+	for range 5 {
+		if got := d.Pick(protoModbus, PatternBursty); got != 2 {
+			t.Fatalf("Pick(bursty) = %d, want 2 (the only worker lacking the class)", got)
+		}
+		d.Release(2)
+	}
+	// One extra connection is worth less than a duplicate class...
+	d.Pick(protoModbus, PatternBursty) // to 2
+	if got := d.Pick(protoModbus, PatternBursty); got != 2 {
+		t.Fatalf("with worker 2 at load 1: Pick = %d, want 2", got)
+	}
+	// ...two are not.
+	if got := d.Pick(protoModbus, PatternBursty); got == 2 {
+		t.Fatalf("worker 2 at load 2 picked over idle workers")
+	}
+}
+
+// A duplicate class is cheaper on a worker whose recent mix is broad.
+func TestPickEntropyPrefersBroadMix(t *testing.T) {
+	ws := []WorkerSpec{{Allowed: AllProtocols}, {Allowed: AllProtocols}}
+	d := mustDispatcher(t, Entropy, ws, 0)
+	d.Observe(0, protoModbus, PatternSteady)
+	d.Observe(1, protoModbus, PatternSteady)
+	d.Observe(1, protoCoAP, PatternSteady)
+	d.Observe(1, protoCoAP, PatternBursty)
+	for range 4 {
+		if got := d.Pick(protoModbus, PatternSteady); got != 1 {
+			t.Fatalf("Pick = %d, want 1 (broader mix)", got)
+		}
+		d.Release(1)
+	}
+}
+
+// Equal workers alternate rather than one taking every tie.
+func TestPickEntropyTiesRotate(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(4, protoModbus), 0)
+	seen := map[int]bool{}
+	for range 8 {
+		w := d.Pick(protoModbus, PatternSteady)
+		seen[w] = true
+		d.Release(w)
+	}
+	if len(seen) != 4 {
+		t.Fatalf("ties went to workers %v, want all 4", seen)
+	}
+}
+
+// Whatever the mix, Entropy's choice is at most one connection above the
+// least loaded eligible worker.
+func TestPickEntropyLoadBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ws := pool(5, protoModbus)
+	ws[4].Allowed = AllProtocols
+	d := mustDispatcher(t, Entropy, ws, 16)
+	for i := range 20_000 {
+		switch op := rng.IntN(10); {
+		case op < 4:
+			pattern := Pattern(rng.IntN(int(numPatterns)))
+			minLoad := d.Load(0)
+			for w := range ws {
+				minLoad = min(minLoad, d.Load(w))
+			}
+			w := d.Pick(protoModbus, pattern)
+			if before := d.Load(w) - 1; before > minLoad+1 {
+				t.Fatalf("op %d: picked worker %d at load %d, min is %d", i, w, before, minLoad)
+			}
+		case op < 7:
+			d.Release(rng.IntN(len(ws)))
+		default:
+			d.Observe(rng.IntN(len(ws)), uint8(rng.IntN(MaxProto)), Pattern(rng.IntN(int(numPatterns))))
+		}
+	}
+}
+
+func TestObserveWindow(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(1, protoModbus), 4)
+	a, b := classBit(protoModbus, PatternBursty), classBit(protoModbus, PatternSteady)
+	for range 3 {
+		d.Observe(0, protoModbus, PatternBursty)
+	}
+	if got := d.Bitmap(0); got != a {
+		t.Fatalf("mid-window bitmap %#x, want %#x", got, a)
+	}
+	d.Observe(0, protoModbus, PatternBursty) // 4th event closes the window
+	if got := d.Bitmap(0); got != a {
+		t.Fatalf("after one window bitmap %#x, want %#x (in previous)", got, a)
+	}
+	for range 3 {
+		d.Observe(0, protoModbus, PatternSteady)
+	}
+	if got := d.Bitmap(0); got != a|b {
+		t.Fatalf("previous+current bitmap %#x, want %#x", got, a|b)
+	}
+	d.Observe(0, protoModbus, PatternSteady)
+	if got := d.Bitmap(0); got != b {
+		t.Fatalf("two windows on, bitmap %#x, want only %#x", got, b)
+	}
+}
+
+func TestOutOfRangeArgumentsIgnored(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(2, protoModbus), 0)
+	for _, w := range []int{-1, 2, 1 << 30} {
+		d.Observe(w, protoModbus, PatternSteady)
+		d.Release(w)
+		if d.Load(w) != 0 || d.Bitmap(w) != 0 {
+			t.Errorf("worker %d: Load/Bitmap not 0", w)
+		}
+	}
+	d.Observe(0, MaxProto, PatternSteady)
+	if d.Bitmap(0) != 0 {
+		t.Error("Observe with proto >= 16 changed the bitmap")
+	}
+	d.Release(0)
+	if d.Load(0) != 0 {
+		t.Errorf("Release below zero: Load = %d", d.Load(0))
+	}
+}
+
+// Several loops Pick and Release while each worker Observes its own
+// index; run under -race. Loads must balance out to zero.
+func TestDispatcherConcurrent(t *testing.T) {
+	const loops, workers, perLoop = 4, 4, 5000
+	d := mustDispatcher(t, Entropy, pool(workers, protoModbus), 64)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d.Observe(w, protoModbus, Pattern(i%int(numPatterns)))
+			}
+		}()
+	}
+	var picks sync.WaitGroup
+	for l := range loops {
+		picks.Add(1)
+		go func() {
+			defer picks.Done()
+			for i := range perLoop {
+				w := d.Pick(protoModbus, Pattern((i+l)%int(numPatterns)))
+				if w < 0 || w >= workers {
+					t.Errorf("Pick = %d", w)
+					return
+				}
+				d.Release(w)
+			}
+		}()
+	}
+	picks.Wait()
+	close(stop)
+	wg.Wait()
+	for w := range workers {
+		if d.Load(w) != 0 {
+			t.Errorf("worker %d load %d after all releases", w, d.Load(w))
+		}
+	}
+}
+
+func TestDispatcherAllocs(t *testing.T) {
+	for _, p := range []Policy{Entropy, RoundRobin, Inline} {
+		d := mustDispatcher(t, p, pool(8, protoModbus), 0)
+		allocs := testing.AllocsPerRun(1000, func() {
+			w := d.Pick(protoModbus, PatternBursty)
+			d.Observe(max(w, 0), protoModbus, PatternBursty)
+			d.Release(w)
+			_ = d.Bitmap(0)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: Pick/Observe/Release allocate %v per run, want 0", p, allocs)
+		}
+	}
+}
+
+// FuzzDispatcher drives a small dispatcher with an arbitrary op sequence
+// and checks Pick's contract: an eligible worker (or -1), and load never
+// negative.
+func FuzzDispatcher(f *testing.F) {
+	f.Add(uint8(0), uint16(0x0002), uint16(0xffff), []byte{0, 1, 2, 3, 4, 5})
+	f.Add(uint8(1), uint16(0x000a), uint16(0x0008), []byte{0x10, 0x21, 0x32, 0x43})
+	f.Add(uint8(2), uint16(0), uint16(1), []byte{0xff, 0x80, 0x7f})
+	f.Fuzz(func(t *testing.T, policy uint8, mask0, mask1 uint16, ops []byte) {
+		ws := []WorkerSpec{{Allowed: uint64(mask0)}, {Allowed: uint64(mask1)}, {Allowed: uint64(mask0 | mask1)}}
+		d, err := NewDispatcher(Policy(policy%uint8(numPolicies)), ws, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range ops {
+			proto, pattern, worker := op&0x1f, Pattern(op>>5), int(op>>6)-1
+			switch op % 3 {
+			case 0:
+				w := d.Pick(proto, pattern)
+				if w >= 0 && (proto >= MaxProto || ws[w].Allowed&(1<<proto) == 0) {
+					t.Fatalf("Pick(%d) = worker %d, mask %#x", proto, w, ws[w].Allowed)
+				}
+			case 1:
+				d.Observe(worker, proto, pattern)
+			case 2:
+				d.Release(worker)
+			}
+			for w := range ws {
+				if d.Load(w) < 0 {
+					t.Fatalf("worker %d load %d", w, d.Load(w))
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkPick measures Pick (plus the Release that keeps loads steady)
+// per policy and pool size, with workers whose mixes differ.
+func BenchmarkPick(b *testing.B) {
+	for _, p := range []Policy{Inline, RoundRobin, Entropy} {
+		for _, n := range []int{2, 8, 32} {
+			b.Run(fmt.Sprintf("%v/workers=%d", p, n), func(b *testing.B) {
+				d := mustDispatcher(b, p, pool(n, protoModbus), 0)
+				for w := range n {
+					d.Observe(w, protoModbus, Pattern(w%int(numPatterns)))
+					for range w % 3 {
+						d.Pick(protoModbus, PatternSteady)
+					}
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					w := d.Pick(protoModbus, Pattern(i&3))
+					d.Release(w)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkObserve is the per-event cost a worker pays.
+func BenchmarkObserve(b *testing.B) {
+	d := mustDispatcher(b, Entropy, pool(1, protoModbus), 0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		d.Observe(0, protoModbus, Pattern(i&3))
+	}
+}

@@ -1,0 +1,242 @@
+package route
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Spin limits for NewParker.
+const (
+	// DefaultSpin is how many times Park polls ready (yielding between
+	// polls) before it sleeps. BenchmarkPingPong: with no spin every
+	// handoff sleeps and a round trip costs about 3x more; from 16 polls
+	// on, a busy worker almost never sleeps. 64 keeps that margin when
+	// the producer is a little slower, at a few µs of yielding per idle
+	// transition.
+	DefaultSpin = 64
+	// MaxSpin caps a configured spin count: past a few thousand polls a
+	// worker burns a core for nothing on these small boxes.
+	MaxSpin = 1 << 14
+)
+
+// Parker states. The word is written by the parking worker (running ->
+// parked, and back on its own) and by the one Unpark that wins the
+// parked -> running CAS.
+const (
+	stateRunning uint32 = iota
+	stateParked
+)
+
+// Sleeper is the primitive a Parked worker sleeps on. The Parker
+// guarantees that Wake is called at most once per Sleep that needs it, and
+// that every Wake is eventually consumed by a Sleep, so a Sleeper needs no
+// state machine of its own: a one-token semaphore is enough.
+type Sleeper interface {
+	// Sleep blocks until Wake or, when timeout > 0, until timeout passes.
+	// It reports whether a Wake token was consumed.
+	Sleep(timeout time.Duration) (woken bool)
+	// Wake hands one token to the sleeping (or about to sleep) worker.
+	// Safe from any goroutine.
+	Wake()
+	// Close releases the primitive. Call it only once nothing sleeps.
+	Close() error
+}
+
+// ParkerStats counts what a Parker did. Counters only grow.
+type ParkerStats struct {
+	Parks    uint64 // times the worker actually went to sleep
+	Wakes    uint64 // Unpark calls that had to wake a sleeping worker
+	Spurious uint64 // wakes after which ready() still reported no work
+	Timeouts uint64 // sleeps that ended by timeout
+}
+
+// Parker lets one worker goroutine sleep until a producer has work for it.
+//
+// The protocol is the classic one for avoiding lost wakeups:
+//
+//	worker (Park)                       producer (Unpark, after publishing work)
+//	  spin: poll ready(), yield           if state != parked: return   (one load)
+//	  state = parked                      if CAS(parked -> running):
+//	  if ready(): undo and return             sleeper.Wake()
+//	  sleep
+//
+// Go atomics are sequentially consistent, so either the worker's re-check
+// sees the producer's work, or the producer's load sees "parked" and wakes
+// it. Only the Unpark that wins the CAS calls Wake, so each sleep gets at
+// most one token; a worker that gives up on its own (ready on the re-check,
+// or a timeout) must win the same CAS, and if it loses, it consumes the
+// token that is on its way so that the next Park does not wake for
+// nothing.
+//
+// Park must be called from one goroutine (the worker); Unpark from any.
+type Parker struct {
+	state    atomic.Uint32
+	spin     int
+	sleeper  Sleeper
+	parks    atomic.Uint64
+	wakes    atomic.Uint64
+	spurious atomic.Uint64
+	timeouts atomic.Uint64
+}
+
+// NewParker returns a Parker that sleeps on a ChanParker, the default
+// primitive. BenchmarkWakeLatency (wake_bench_test.go) decided it: when the
+// producer yields once after waking (see Unpark), a channel wake reaches
+// the worker in about 0.4 µs at the median against about 5 µs for an
+// eventfd, whose sleeping worker also holds an OS thread and makes the
+// runtime hand its P away and back. spin is the number of polls
+// before sleeping: 0 means DefaultSpin, a negative value means none, and
+// values over MaxSpin are capped.
+func NewParker(spin int) *Parker {
+	return NewParkerWith(spin, NewChanParker())
+}
+
+// NewParkerWith returns a Parker sleeping on s; spin is as for NewParker.
+func NewParkerWith(spin int, s Sleeper) *Parker {
+	return &Parker{spin: normalizeSpin(spin), sleeper: s}
+}
+
+func normalizeSpin(spin int) int {
+	switch {
+	case spin == 0:
+		return DefaultSpin
+	case spin < 0:
+		return 0
+	case spin > MaxSpin:
+		return MaxSpin
+	}
+	return spin
+}
+
+// Park returns when ready() reports work, when an Unpark arrives, or when
+// timeout (if > 0) passes; woken is false only in the last case. The
+// worker uses timeouts to drive its timers, so a timed Park allocates
+// nothing. ready must be cheap and side-effect free; it is called from the
+// worker's goroutine only.
+//
+// A wake can be spurious (the producer's work was already taken during the
+// spin); Park then still returns true and counts it, and the caller simply
+// finds nothing and parks again.
+func (p *Parker) Park(ready func() bool, timeout time.Duration) (woken bool) {
+	for i := 0; i < p.spin; i++ {
+		if ready() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	p.state.Store(stateParked)
+	if ready() {
+		p.unpublish()
+		return true
+	}
+	p.parks.Add(1)
+	if p.sleeper.Sleep(timeout) {
+		if !ready() {
+			p.spurious.Add(1)
+		}
+		return true
+	}
+	p.timeouts.Add(1)
+	if p.unpublish() {
+		return false
+	}
+	return true // an Unpark raced the timeout; its token is consumed
+}
+
+// unpublish takes the worker out of the parked state on its own. It
+// reports whether no Unpark had claimed the wake; otherwise it consumes
+// the token that Unpark has sent or is about to send.
+func (p *Parker) unpublish() bool {
+	if p.state.CompareAndSwap(stateParked, stateRunning) {
+		return true
+	}
+	p.sleeper.Sleep(0)
+	return false
+}
+
+// Unpark wakes the worker if it is parked, and reports whether it did.
+// Call it after publishing work (a Ring push, say). When the worker is
+// running or spinning this is one atomic load.
+//
+// With ChanParker the woken goroutine is queued on the caller's P and
+// runs when that P next schedules: a producer that woke someone should
+// call runtime.Gosched once before it blocks in a raw syscall such as
+// unix.EpollWait, or the wakeup waits for sysmon (see wake_bench_test.go).
+func (p *Parker) Unpark() (woke bool) {
+	if p.state.Load() != stateParked {
+		return false
+	}
+	if !p.state.CompareAndSwap(stateParked, stateRunning) {
+		return false
+	}
+	p.wakes.Add(1)
+	p.sleeper.Wake()
+	return true
+}
+
+// Parked reports whether the worker has published that it is asleep (or
+// about to be). For metrics and tests.
+func (p *Parker) Parked() bool { return p.state.Load() == stateParked }
+
+// Stats returns the Parker's counters.
+func (p *Parker) Stats() ParkerStats {
+	return ParkerStats{
+		Parks:    p.parks.Load(),
+		Wakes:    p.wakes.Load(),
+		Spurious: p.spurious.Load(),
+		Timeouts: p.timeouts.Load(),
+	}
+}
+
+// Close releases the sleep primitive. Call it after the worker has stopped
+// parking.
+func (p *Parker) Close() error { return p.sleeper.Close() }
+
+// ChanParker is the default Sleeper: a one-slot channel, plus one reusable
+// timer for timed sleeps. A sleeping goroutine costs the runtime nothing
+// but a parked G; no OS thread is held.
+type ChanParker struct {
+	token chan struct{}
+	timer *time.Timer
+}
+
+// NewChanParker returns a ChanParker with no token pending.
+func NewChanParker() *ChanParker {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &ChanParker{token: make(chan struct{}, 1), timer: t}
+}
+
+// Sleep implements Sleeper. Since Go 1.23 Reset and Stop discard a stale
+// expiry, so reusing the one timer is safe and allocation-free.
+func (c *ChanParker) Sleep(timeout time.Duration) bool {
+	if timeout <= 0 {
+		<-c.token
+		return true
+	}
+	c.timer.Reset(timeout)
+	select {
+	case <-c.token:
+		c.timer.Stop()
+		return true
+	case <-c.timer.C:
+		return false
+	}
+}
+
+// Wake implements Sleeper. The send never blocks: the Parker hands out at
+// most one token per sleep, and the slot holds it if the worker is not in
+// its receive yet.
+func (c *ChanParker) Wake() {
+	select {
+	case c.token <- struct{}{}:
+	default:
+	}
+}
+
+// Close implements Sleeper.
+func (c *ChanParker) Close() error {
+	c.timer.Stop()
+	return nil
+}
