@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"errors"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/sniff"
+)
+
+// sniff peeks at a connection's first bytes without consuming them and
+// acts on the verdict. expired is true when the sniff deadline passed.
+func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, expired bool) {
+	budget := rt.budget
+	n, err := peekFD(fd, l.peek[:rt.tlsBudget+1])
+	switch {
+	case err != nil && !errors.Is(err, errAgain):
+		l.closeUnclassified(fd, gen)
+		return
+	case err == nil && n == 0: // the peer closed before saying anything classifiable
+		l.closeUnclassified(fd, gen)
+		return
+	case n <= 0: // nothing there yet
+		if expired {
+			l.silent(rt, fd, gen, s)
+		}
+		return
+	}
+	prefix := l.peek[:n]
+	look := prefix
+	if len(look) > budget {
+		look = look[:budget]
+	}
+	res := sniff.Detect(look)
+	switch res.Verdict {
+	case sniff.Match:
+		sni, wait := l.serverName(rt, res.Proto, prefix)
+		if wait && !expired {
+			return
+		}
+		l.classified(rt, fd, gen, s, res.Proto, sni)
+	case sniff.NeedMore:
+		switch {
+		case len(look) >= budget || res.Need > budget:
+			l.quarantine(rt, fd, gen, s, sniff.Unknown, protocols.ReasonOversize)
+		case expired:
+			l.quarantine(rt, fd, gen, s, sniff.Unknown, protocols.ReasonTimeout)
+		}
+	default:
+		l.classified(rt, fd, gen, s, sniff.Unknown, "")
+	}
+}
+
+// serverName extracts the TLS SNI when some route needs it, and reports
+// whether the loop should wait for more of the ClientHello.
+func (l *loop) serverName(rt *runtimeConfig, p sniff.Proto, prefix []byte) (string, bool) {
+	if p != sniff.TLS || !rt.needSNI {
+		return "", false
+	}
+	name, need, err := sniff.TLSServerName(prefix)
+	if err != nil {
+		return "", false
+	}
+	if need > 0 && need <= rt.tlsBudget {
+		return "", true
+	}
+	return name, false
+}
+
+// silent handles a peer that said nothing before the deadline: probe it
+// when the listener has a probe, else quarantine it.
+func (l *loop) silent(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot) {
+	if p := l.g.byPool[rt.probePool]; p != nil {
+		l.g.metrics.classified(sniff.Unknown, "probe", l.g.nowMs()-s.OpenedAt.Load())
+		l.handOff(fd, gen, s, p, firstProto(p), protocols.ReasonNone, true)
+		return
+	}
+	l.quarantine(rt, fd, gen, s, sniff.Unknown, protocols.ReasonTimeout)
+}
+
+func firstProto(p *pool) sniff.Proto {
+	for i, h := range p.handlers {
+		if h != nil {
+			return sniff.Proto(i)
+		}
+	}
+	return sniff.Unknown
+}
+
+// classified applies the first route that fits a classified connection.
+func (l *loop) classified(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, p sniff.Proto, sni string) {
+	r := rt.pick(p, sni, s.Peer().Addr())
+	if r == nil || r.action == actionQuarantine {
+		reason := protocols.ReasonRouted
+		if p == sniff.Unknown {
+			reason = protocols.ReasonNoMatch
+		}
+		l.quarantine(rt, fd, gen, s, p, reason)
+		return
+	}
+	l.g.metrics.classified(p, r.actionName(), l.g.nowMs()-s.OpenedAt.Load())
+	switch r.action {
+	case actionHandle:
+		pl := l.g.byPool[r.pool]
+		if pl == nil || pl.handlerFor(p) == nil {
+			l.quarantine(rt, fd, gen, s, p, protocols.ReasonRouted)
+			return
+		}
+		l.handOff(fd, gen, s, pl, p, protocols.ReasonNone, false)
+	case actionForward:
+		if f := l.detach(fd, gen); f != nil {
+			l.g.fwd.forward(f, r.backend, r.dialTimeout)
+		}
+	case actionAdmin:
+		if f := l.detach(fd, gen); f != nil {
+			l.g.admin.serve(f)
+		}
+	}
+}
+
+func (r *compiledRoute) actionName() string {
+	for name, a := range actionNames {
+		if a == r.action {
+			return name
+		}
+	}
+	return "?"
+}
+
+// quarantine hands a connection to the quarantine pool, or closes it and
+// records it when there is no such pool.
+func (l *loop) quarantine(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, p sniff.Proto, reason protocols.Reason) {
+	peer := s.Peer()
+	l.g.metrics.classified(p, "quarantine:"+string(reason), l.g.nowMs()-s.OpenedAt.Load())
+	q := l.g.byPool["quarantine"]
+	if q == nil {
+		l.g.book.Record(peer, reason, nil)
+		l.g.closeConn(fd, gen)
+		return
+	}
+	l.handOff(fd, gen, s, q, p, reason, false)
+}
+
+// expire handles a loop timer: the sniff deadline.
+func (l *loop) expire(rt *runtimeConfig, t timer) {
+	fd, gen := int(t.id>>32), uint32(t.id)
+	s := l.g.reg.Lookup(fd, gen)
+	if s == nil || s.State() != registry.Sniffing {
+		return // classified or closed meanwhile
+	}
+	l.sniff(rt, fd, gen, s, true)
+}
+
+// closeConn runs the close sequence for fd if it is still connection gen;
+// it reports whether this call closed it.
+func (g *Gateway) closeConn(fd int, gen uint32) bool {
+	prev, ok := g.reg.BeginClose(fd, gen)
+	if !ok {
+		return false
+	}
+	s := g.reg.Slot(fd)
+	ip := s.Peer().Addr()
+	if li := s.Loop(); li < len(g.loops) {
+		unix.EpollCtl(g.loops[li].epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+	g.reg.Retire(fd)
+	g.reg.Release(fd)
+	unix.Close(fd)
+	if prev == registry.Sniffing {
+		g.limits.doneSniffing(ip)
+	}
+	g.limits.closed(ip)
+	return true
+}
+
+// detach takes a classified connection out of epoll and the registry and
+// returns it as an *os.File for net/http or a forwarder; the fd is dup'ed
+// by net.FileConn, so the registry slot is freed here.
+func (l *loop) detach(fd int, gen uint32) *detached {
+	s := l.g.reg.Slot(fd)
+	peer := s.Peer()
+	prev, ok := l.g.reg.BeginClose(fd, gen)
+	if !ok {
+		return nil
+	}
+	if prev == registry.Sniffing {
+		l.g.limits.doneSniffing(peer.Addr())
+	}
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	c, f, err := fileConn(fd)
+	l.g.reg.Retire(fd)
+	l.g.reg.Release(fd)
+	f.Close()
+	l.g.limits.closed(peer.Addr())
+	if err != nil {
+		return nil
+	}
+	return &detached{conn: c, peer: peer, since: time.Now()}
+}
+
+// Reasons travel to the worker as a small index in the slot's pending bits.
+var reasonNames = [...]protocols.Reason{
+	protocols.ReasonNone, protocols.ReasonTimeout, protocols.ReasonNoMatch,
+	protocols.ReasonOversize, protocols.ReasonMalformed, protocols.ReasonPanic,
+	protocols.ReasonRouted,
+}
+
+func reasonIndex(r protocols.Reason) int {
+	for i, n := range reasonNames {
+		if n == r {
+			return i
+		}
+	}
+	return 0
+}
+
+func (l *loop) inlineIndex(p *pool) int {
+	for i, q := range l.g.pools {
+		if q == p {
+			return i
+		}
+	}
+	return 0
+}

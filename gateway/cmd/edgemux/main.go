@@ -1,0 +1,130 @@
+// Command edgemux runs the multi-protocol edge gateway.
+//
+//	edgemux [run] [-c FILE]   run (without -c: the embedded default config)
+//	edgemux check -c FILE     validate a config file; every error, exit 1
+//	edgemux version           print the version
+//
+// SIGTERM and SIGINT drain and exit; SIGHUP reloads routes and limits from
+// the config file without dropping live connections.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/gateway"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("edgemux "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "config file (YAML); default: the embedded default config")
+	drain := fs.Duration("drain", 10*time.Second, "how long SIGTERM waits for connections to finish")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, "edgemux", version)
+		return 0
+	case "check":
+		if *file == "" {
+			fmt.Fprintln(stderr, "edgemux check: -c FILE is required")
+			return 2
+		}
+		if _, err := config.Load(*file); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, *file+": ok")
+		return 0
+	case "run":
+		return serve(*file, *drain, stderr)
+	}
+	fmt.Fprintf(stderr, "edgemux: unknown command %q (run | check | version)\n", cmd)
+	return 2
+}
+
+func load(file string) (config.Config, error) {
+	if file == "" {
+		return config.Parse(config.DefaultYAML)
+	}
+	return config.Load(file)
+}
+
+func serve(file string, drain time.Duration, stderr io.Writer) int {
+	cfg, err := load(file)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log := slog.New(newLogHandler(cfg.Log, stderr))
+	g, err := gateway.New(cfg, gateway.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(context.Background()) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			return 0
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				reload(g, file, log)
+				continue
+			}
+			log.Info("draining", "signal", s.String(), "grace", drain)
+			ctx, cancel := context.WithTimeout(context.Background(), drain)
+			g.Shutdown(ctx)
+			cancel()
+		}
+	}
+}
+
+func reload(g *gateway.Gateway, file string, log *slog.Logger) {
+	cfg, err := load(file)
+	if err == nil {
+		err = g.Reload(cfg)
+	}
+	if err != nil {
+		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
+	}
+}
+
+func newLogHandler(c config.Log, w io.Writer) slog.Handler {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}

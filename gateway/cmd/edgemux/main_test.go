@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/private"
+)
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "edgemux ") {
+		t.Fatalf("version: code %d out %q err %q", code, out.String(), errOut.String())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check", "-c", "../../../examples/edgemux.yaml"}, &out, &errOut); code != 0 {
+		t.Fatalf("example config: code %d: %s", code, errOut.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("listen: 127.0.0.1:5020\nlimits:\n  max_conns: -4\nsniff:\n  budget: 3\ndispatch:\n  policy: fastest\n"), 0o644)
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"check", "-c", bad}, &out, &errOut); code != 1 {
+		t.Fatalf("bad config: code %d, want 1", code)
+	}
+	// Every problem at once, each with its field path and line.
+	for _, want := range []string{"limits.max_conns", "(line 3)", "sniff.budget", "(line 5)", "dispatch.policy", "(line 7)"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("check output lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	errOut.Reset()
+	if code := run([]string{"check"}, &out, &errOut); code != 2 {
+		t.Fatalf("check without -c: code %d, want 2", code)
+	}
+	if code := run([]string{"frobnicate"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command: code %d, want 2", code)
+	}
+}
+
+// TestSignals runs the real binary: SIGHUP reloads without dropping a live
+// device connection, SIGTERM drains and exits 0.
+func TestSignals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "edgemux")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
+	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\n"), 0o644)
+	cmd := exec.Command(bin, "run", "-c", cfgFile)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	lines := bufio.NewScanner(stderr)
+	addrRE := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
+	var addr string
+	for addr == "" && lines.Scan() {
+		if m := addrRE.FindStringSubmatch(lines.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatal("no listening line")
+	}
+	logs := make(chan string, 100)
+	go func() {
+		for lines.Scan() {
+			logs <- lines.Text()
+		}
+		close(logs)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dev, err := private.Dial(ctx, addr, "sig-test", private.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, logs, "reloaded")
+	if err := dev.Ping(ctx); err != nil {
+		t.Fatalf("device after reload: %v", err)
+	}
+	if err := dev.Publish("a/b", []byte("x"), true); err != nil {
+		t.Fatalf("publish after reload: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("still accepting after exit")
+	}
+}
+
+func waitLog(t *testing.T, logs <-chan string, want string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-logs:
+			if !ok {
+				t.Fatalf("log ended before %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q in the log", want)
+		}
+	}
+}

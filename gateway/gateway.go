@@ -1,0 +1,275 @@
+// Package gateway wires edgemux together: epoll loops that accept and sniff
+// on one shared port, the fd-indexed registry, the dispatcher and SPSC rings
+// that hand classified connections to protocol-dedicated workers, the
+// quarantine pool, forward routes, the admin HTTP endpoints and the topic
+// bus behind every protocol.
+//
+// Lifecycle: New checks the configuration and builds everything but starts
+// nothing; Run binds the port and blocks until its context ends or Shutdown
+// or Close is called; Shutdown drains gracefully; Close is abrupt and
+// idempotent; Reload swaps routes and limits without dropping live
+// connections.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/private"
+	"github.com/edgemux/edgemux/protocols/quarantine"
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Errors.
+var (
+	ErrClosed     = errors.New("gateway: closed")
+	ErrRunning    = errors.New("gateway: already running")
+	ErrNoHandler  = errors.New("gateway: no handler for protocol")
+	ErrNotProber  = errors.New("gateway: probe pool's handler cannot probe")
+	ErrNeedLinux  = errors.New("gateway: epoll needs Linux")
+	errRestartCfg = errors.New("gateway: needs a restart to take effect")
+)
+
+// Options are what the configuration file cannot say.
+type Options struct {
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Handlers adds or replaces protocol handlers by protocol name
+	// ("private", "modbus", ..., or "quarantine").
+	Handlers map[string]protocols.Handler
+}
+
+// Gateway is one edgemux instance.
+type Gateway struct {
+	cfg     config.Config
+	log     *slog.Logger
+	rt      atomic.Pointer[runtimeConfig] // what Reload may swap
+	reg     *registry.Registry
+	bus     *bus.Bus
+	book    *quarantine.Book
+	pools   []*pool
+	byPool  map[string]*pool
+	workers []*worker
+	loops   []*loop
+	limits  *admission
+	metrics *metrics
+	admin   *admin
+	fwd     *forwarder
+
+	start    time.Time
+	ready    chan struct{}
+	addr     netip.AddrPort
+	running  atomic.Bool
+	closing  atomic.Bool
+	stopped  chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// New validates cfg and builds a gateway; it starts nothing.
+func New(cfg config.Config, opt Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		log:     log.With("component", "gateway"),
+		start:   time.Now(),
+		ready:   make(chan struct{}),
+		stopped: make(chan struct{}),
+		byPool:  map[string]*pool{},
+	}
+	drop, err := bus.ParseDropPolicy(cfg.Bus.Drop)
+	if err != nil {
+		return nil, err
+	}
+	g.bus = bus.New(bus.Options{
+		MaxTopics: cfg.Bus.MaxTopics, MaxPayload: cfg.Bus.MaxPayload,
+		Queue: cfg.Bus.Queue, Drop: drop,
+	})
+	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
+	handlers := map[string]protocols.Handler{
+		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
+		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
+	}
+	for name, h := range opt.Handlers {
+		handlers[name] = h
+	}
+	rt, err := compileRuntime(cfg, g.start)
+	if err != nil {
+		return nil, err
+	}
+	g.rt.Store(rt)
+	g.reg = registry.New(registrySize(cfg.Limits.MaxConns))
+	g.limits = newAdmission()
+	if err := g.buildPools(handlers); err != nil {
+		return nil, err
+	}
+	g.metrics = newMetrics(g)
+	g.admin = newAdmin(g)
+	g.fwd = newForwarder(g)
+	return g, nil
+}
+
+// Bus is the topic bus behind every protocol.
+func (g *Gateway) Bus() *bus.Bus { return g.bus }
+
+// Book is the quarantine record.
+func (g *Gateway) Book() *quarantine.Book { return g.book }
+
+// Registry is the connection registry.
+func (g *Gateway) Registry() *registry.Registry { return g.reg }
+
+// Ready is closed once Run has bound the port.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
+// Addr is the bound address; valid after Ready.
+func (g *Gateway) Addr() netip.AddrPort { return g.addr }
+
+// Run binds the port, starts the loops and workers, and blocks until ctx
+// ends (then it shuts down with a 5 s grace), or Shutdown or Close is
+// called.
+func (g *Gateway) Run(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	if g.closing.Load() {
+		return ErrClosed
+	}
+	if err := g.startLoops(); err != nil {
+		g.stop()
+		g.wg.Wait()
+		return err
+	}
+	g.startWorkers()
+	g.admin.start()
+	close(g.ready)
+	g.log.Info("listening", "addr", g.addr.String(), "loops", len(g.loops),
+		"workers", len(g.workers), "policy", g.cfg.Dispatch.Policy)
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g.Shutdown(sctx)
+	case <-g.stopped:
+	}
+	g.wg.Wait()
+	return nil
+}
+
+// Shutdown stops accepting, closes connections still being classified,
+// asks every worker to close its connections after flushing what it can,
+// and waits for them until ctx ends; then it closes whatever is left.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.closing.Store(true)
+	for _, l := range g.loops {
+		l.post(loopCmdStopAccept)
+	}
+	for _, w := range g.workers {
+		w.drain()
+	}
+	g.admin.shutdown(ctx)
+	g.fwd.closeAll()
+	done := make(chan struct{})
+	go func() {
+		for g.reg.Len() > 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	g.stop()
+	return ctx.Err()
+}
+
+// Close stops everything at once: listeners, loops, workers and every
+// connection. It is idempotent.
+func (g *Gateway) Close() error {
+	g.closing.Store(true)
+	g.stop()
+	return nil
+}
+
+func (g *Gateway) stop() {
+	g.stopOnce.Do(func() {
+		close(g.stopped)
+		for _, l := range g.loops {
+			l.post(loopCmdStop)
+		}
+		for _, w := range g.workers {
+			w.stop()
+		}
+		g.admin.close()
+		g.fwd.closeAll()
+	})
+}
+
+// Reload validates cfg and swaps in its routes, limits and sniff settings.
+// Live connections are untouched. Settings that need a restart (listen,
+// loops, pools, dispatch, udp) are reported in the returned error, joined
+// with errRestartCfg, and otherwise ignored.
+func (g *Gateway) Reload(cfg config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var ignored []error
+	if cfg.Listen != g.cfg.Listen || cfg.Loops != g.cfg.Loops {
+		ignored = append(ignored, fmt.Errorf("listen/loops: %w", errRestartCfg))
+	}
+	if fmt.Sprint(cfg.Pools) != fmt.Sprint(g.cfg.Pools) || cfg.Dispatch != g.cfg.Dispatch {
+		ignored = append(ignored, fmt.Errorf("pools/dispatch: %w", errRestartCfg))
+	}
+	rt, err := compileRuntime(cfg, g.start)
+	if err != nil {
+		return err
+	}
+	for _, r := range rt.routes {
+		if r.action == actionHandle && g.byPool[r.pool] == nil {
+			return fmt.Errorf("gateway: reload: route to pool %q that is not running: %w", r.pool, errRestartCfg)
+		}
+	}
+	g.rt.Store(rt)
+	g.log.Info("reloaded", "routes", len(rt.routes))
+	return errors.Join(ignored...)
+}
+
+// nowMs is the gateway's coarse clock: milliseconds since New, wrapping at
+// 49 days; only differences are used.
+func (g *Gateway) nowMs() uint32 { return uint32(time.Since(g.start) / time.Millisecond) }
+
+func registrySize(maxConns int) int {
+	// fds are small integers below RLIMIT_NOFILE; the registry covers all
+	// of them, so accept never returns an fd without a slot.
+	n := rlimitNoFile()
+	if n < maxConns+64 {
+		n = maxConns + 64
+	}
+	if n > 1<<22 {
+		n = 1 << 22
+	}
+	return n
+}
+
+func defaultLoops(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}

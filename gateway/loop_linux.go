@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route"
+	"github.com/edgemux/edgemux/sniff"
+)
+
+// Loop tuning.
+const (
+	loopTick        = 100 * time.Millisecond // sniff-deadline resolution
+	sniffWheelSlots = 1024                   // ticks per turn: 102 s
+	maxEvents       = 256                    // epoll_wait batch
+	acceptsPerEdge  = 256                    // accepts before the loop serves other events
+)
+
+// Commands posted to a loop through its eventfd.
+const (
+	loopCmdStopAccept uint32 = 1 << iota
+	loopCmdStop
+	loopCmdWakeInline
+)
+
+const epollConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+
+// loop is one epoll instance with its own SO_REUSEPORT listening socket:
+// it accepts, keeps sniff deadlines on its timing wheel, classifies new
+// connections from a MSG_PEEK of their first bytes, and routes them.
+type loop struct {
+	g        *Gateway
+	idx      int
+	epfd     int
+	lfd      int // listening socket; -1 once accepting stopped
+	efd      int // eventfd that wakes the loop
+	spare    int // reserved fd for EMFILE
+	wheel    *wheel
+	peek     []byte
+	events   []unix.EpollEvent
+	rings    []*route.Ring // by global worker index
+	backlog  [][]uint64    // events that found their ring full, by worker
+	inline   []*worker     // by pool index, for the inline policy
+	udp      *udpSocket    // this loop's share of the UDP port, or nil
+	udpAgain bool          // the UDP socket was not drained to EAGAIN
+	woke     bool          // a worker was unparked since the last epoll_wait
+
+	cmdMu   sync.Mutex
+	cmds    uint32
+	paused  bool
+	pauseTo time.Time // accepting paused after EMFILE until then
+	done    chan struct{}
+}
+
+func newLoop(g *Gateway, idx int) *loop {
+	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1, done: make(chan struct{})}
+	l.rings = make([]*route.Ring, len(g.workers))
+	l.backlog = make([][]uint64, len(g.workers))
+	return l
+}
+
+// open creates the epoll instance, the eventfd and the listening socket.
+func (l *loop) open(addr netip.AddrPort) (netip.AddrPort, error) {
+	var err error
+	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return addr, sysErr("epoll_create1", err)
+	}
+	if l.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return addr, sysErr("eventfd", err)
+	}
+	if err = l.ctl(unix.EPOLL_CTL_ADD, l.efd, 0, unix.EPOLLIN); err != nil {
+		return addr, err
+	}
+	if l.lfd, addr, err = listenTCP(addr); err != nil {
+		return addr, err
+	}
+	if err = l.ctl(unix.EPOLL_CTL_ADD, l.lfd, 0, unix.EPOLLIN); err != nil {
+		return addr, err
+	}
+	l.spare, _ = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	l.wheel = newWheel(sniffWheelSlots, uint64(time.Since(l.g.start)/loopTick))
+	l.peek = make([]byte, max(l.g.cfg.Sniff.TLSBudget, l.g.cfg.Sniff.Budget)+1)
+	l.events = make([]unix.EpollEvent, maxEvents)
+	return addr, nil
+}
+
+func (l *loop) ctl(op, fd int, gen uint32, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(gen)}
+	return sysErr("epoll_ctl", unix.EpollCtl(l.epfd, op, fd, &ev))
+}
+
+func (l *loop) udpFD() int {
+	if l.udp == nil {
+		return -1
+	}
+	return l.udp.fd
+}
+
+// openUDP adds this loop's UDP socket on the shared port.
+func (l *loop) openUDP(addr netip.AddrPort) error {
+	u, err := openUDP(addr, l.g.cfg.UDP.Batch)
+	if err != nil {
+		return err
+	}
+	l.udp = u
+	return l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, unix.EPOLLIN|unix.EPOLLET)
+}
+
+// post sets command bits and wakes the loop. Safe from any goroutine.
+func (l *loop) post(cmd uint32) {
+	l.cmdMu.Lock()
+	l.cmds |= cmd
+	l.cmdMu.Unlock()
+	if l.efd >= 0 {
+		var one = [8]byte{1}
+		unix.Write(l.efd, one[:])
+	}
+}
+
+func (l *loop) run() {
+	defer close(l.done)
+	defer l.closeFDs()
+	if l.g.cfg.PinCPUs {
+		runtime.LockOSThread()
+		pinToCPU(l.idx)
+	}
+	for {
+		timeout := int(loopTick / time.Millisecond)
+		if l.hasBacklog() || l.udpAgain {
+			timeout = 1
+		}
+		if l.woke {
+			// A channel wake puts the worker on this loop's P; yield once
+			// so it runs now rather than when the runtime steals it back
+			// (route/wake_bench_test.go: p50 0.4 us instead of 15-50 us).
+			l.woke = false
+			runtime.Gosched()
+		}
+		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.g.log.Error("epoll_wait", "loop", l.idx, "err", err)
+			return
+		}
+		rt := l.g.rt.Load()
+		for i := 0; i < n; i++ {
+			ev := &l.events[i]
+			fd := int(ev.Fd)
+			switch fd {
+			case l.efd:
+				if l.commands() {
+					return
+				}
+			case l.lfd:
+				l.accept(rt)
+			case l.udpFD():
+				l.drainUDP()
+			default:
+				l.event(rt, fd, uint32(ev.Pad), ev.Events)
+			}
+		}
+		if l.udpAgain {
+			l.udpAgain = false
+			l.drainUDP()
+		}
+		l.flushBacklog()
+		l.resume()
+		now := uint64(time.Since(l.g.start) / loopTick)
+		l.wheel.advance(now, func(t timer) { l.expire(rt, t) })
+		for _, w := range l.inline {
+			if w != nil {
+				w.poll()
+				w.tick(uint64(time.Since(l.g.start) / workerTick))
+			}
+		}
+	}
+}
+
+// commands handles posted commands; it reports whether the loop must end.
+func (l *loop) commands() bool {
+	var buf [8]byte
+	unix.Read(l.efd, buf[:])
+	l.cmdMu.Lock()
+	cmds := l.cmds
+	l.cmds = 0
+	l.cmdMu.Unlock()
+	if cmds&(loopCmdStopAccept|loopCmdStop) != 0 && l.lfd >= 0 {
+		unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, l.lfd, nil)
+		unix.Close(l.lfd)
+		l.lfd = -1
+		l.closeSniffing()
+	}
+	return cmds&loopCmdStop != 0
+}
+
+// event routes one epoll event for a connection.
+func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
+	s := l.g.reg.Lookup(fd, gen)
+	if s == nil {
+		return
+	}
+	switch s.State() {
+	case registry.Sniffing:
+		if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			l.sniff(rt, fd, gen, s, false)
+		}
+	case registry.Active, registry.Quarantined:
+		var bits uint32
+		if events&unix.EPOLLIN != 0 {
+			bits |= registry.EvRead
+		}
+		if events&unix.EPOLLOUT != 0 && s.WantWrite.Load() != 0 {
+			bits |= registry.EvWrite
+		}
+		if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			bits |= registry.EvHup
+		}
+		if bits != 0 {
+			l.deliver(fd, gen, s, bits)
+		}
+	}
+}
+
+// deliver leaves bits in the slot and queues the slot on its worker's ring
+// unless it is queued already: a ring holds at most one event per fd.
+func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
+	s.Pending.Or(bits)
+	if !s.Queued.CompareAndSwap(0, 1) {
+		return
+	}
+	id := uint64(fd)<<32 | uint64(gen)
+	wi := s.Worker()
+	if wi >= len(l.rings) { // inline: wi encodes the pool
+		w := l.inline[wi-len(l.rings)]
+		w.handle(id)
+		return
+	}
+	if len(l.backlog[wi]) > 0 || !l.rings[wi].Push(id) {
+		l.backlog[wi] = append(l.backlog[wi], id)
+		l.g.metrics.ringFull.Inc()
+	}
+	if l.g.workers[wi].wake() {
+		l.woke = true
+	}
+}
+
+func (l *loop) hasBacklog() bool {
+	for _, b := range l.backlog {
+		if len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loop) flushBacklog() {
+	for wi, b := range l.backlog {
+		if len(b) == 0 {
+			continue
+		}
+		n := 0
+		for n < len(b) && l.rings[wi].Push(b[n]) {
+			n++
+		}
+		l.backlog[wi] = append(b[:0], b[n:]...)
+		l.g.workers[wi].wake()
+	}
+}
+
+// closeFDs releases the loop's own descriptors when it ends.
+func (l *loop) closeFDs() {
+	l.closeSniffing()
+	for _, w := range l.inline {
+		w.closeAll(protocols.ErrShutdown)
+	}
+	for _, fd := range []int{l.lfd, l.efd, l.spare, l.udpFD(), l.epfd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	l.lfd, l.efd, l.spare = -1, -1, -1
+}
+
+// closeSniffing closes the connections this loop is still classifying.
+func (l *loop) closeSniffing() {
+	for fd := 0; fd < l.g.reg.Size(); fd++ {
+		s := l.g.reg.Slot(fd)
+		if s.State() == registry.Sniffing && s.Loop() == l.idx {
+			l.closeUnclassified(fd, s.Gen())
+		}
+	}
+}
+
+func (l *loop) closeUnclassified(fd int, gen uint32) { l.g.closeConn(fd, gen) }
+
+func sysErr(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("gateway: %w", osSyscallError(call, err))
+}
+
+// handOff gives a classified connection to its worker's ring.
+func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.Proto, reason protocols.Reason, probe bool) {
+	wi := p.pick(pr)
+	global := 0
+	if wi < 0 {
+		global = len(l.rings) + l.inlineIndex(p)
+	} else {
+		global = p.workers[wi].idx
+	}
+	s.Assign(uint8(pr), global, l.g.nowMs())
+	l.g.limits.doneSniffing(s.Peer().Addr())
+	if p.quarantine {
+		s.SetState(registry.Quarantined)
+	} else {
+		s.SetState(registry.Active)
+	}
+	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8
+	if probe {
+		bits |= registry.EvProbe
+	}
+	l.deliver(fd, gen, s, bits)
+}

@@ -1,0 +1,80 @@
+package gateway
+
+// wheel is a hashed timing wheel: deadlines for many connections without a
+// goroutine or time.Timer each. One wheel belongs to one goroutine (an epoll
+// loop or a worker), so it has no locks. Entries are (id, due tick, kind);
+// a connection that closes early simply leaves a stale entry behind, which
+// is dropped when it fires because its (fd, gen) id no longer resolves.
+type wheel struct {
+	buckets [][]timer
+	mask    uint64
+	now     uint64 // last tick advanced to
+	size    int
+}
+
+type timer struct {
+	id   uint64 // fd<<32 | gen
+	due  uint64 // tick
+	kind uint8
+}
+
+// Timer kinds.
+const (
+	timerSniff uint8 = iota + 1 // sniff deadline passed
+	timerIdle                   // idle timeout check
+)
+
+func newWheel(buckets int, start uint64) *wheel {
+	n := 1
+	for n < buckets {
+		n <<= 1
+	}
+	return &wheel{buckets: make([][]timer, n), mask: uint64(n - 1), now: start}
+}
+
+// add schedules id to fire at tick due (at the next advance if due is past).
+func (w *wheel) add(id uint64, due uint64, kind uint8) {
+	if due <= w.now {
+		due = w.now + 1
+	}
+	b := &w.buckets[due&w.mask]
+	*b = append(*b, timer{id: id, due: due, kind: kind})
+	w.size++
+}
+
+// advance moves the wheel to tick now and calls fire for every entry that
+// is due. fire may add new entries.
+func (w *wheel) advance(now uint64, fire func(timer)) {
+	// Never walk more than one full turn: every bucket is visited once.
+	from := w.now + 1
+	if now >= from+uint64(len(w.buckets)) {
+		from = now - uint64(len(w.buckets)) + 1
+	}
+	w.now = now
+	for t := from; t <= now; t++ {
+		b := &w.buckets[t&w.mask]
+		if len(*b) == 0 {
+			continue
+		}
+		// Take the bucket out first: fire may add to it.
+		list := *b
+		*b = nil
+		keep := list[:0]
+		for _, e := range list {
+			if e.due <= now {
+				w.size--
+				fire(e)
+			} else {
+				keep = append(keep, e)
+			}
+		}
+		if len(keep) > 0 {
+			*b = append(*b, keep...)
+		} else if *b == nil && cap(list) <= 64 {
+			*b = list[:0] // reuse small buckets
+		}
+	}
+}
+
+// len is the number of scheduled entries.
+func (w *wheel) len() int { return w.size }

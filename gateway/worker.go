@@ -1,0 +1,408 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route"
+	"github.com/edgemux/edgemux/sniff"
+)
+
+// Worker tuning that is not worth a config key.
+const (
+	readBufSize      = 64 << 10 // one read buffer per worker, shared by its connections
+	readsPerEvent    = 16       // reads before a busy connection yields to the others
+	eventsPerRing    = 256      // events taken from one ring before looking at the next
+	workerTick       = 100 * time.Millisecond
+	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
+)
+
+// parker is what route's parkers offer; the worker does not care which.
+type parker interface {
+	Park(ready func() bool, timeout time.Duration) bool
+	Unpark() bool
+}
+
+// worker owns connections for life: it alone reads them, writes them and
+// calls their sessions, so their state needs no locks. Loops send it events
+// through one SPSC ring per loop; anything else (bus deliveries, drain
+// requests) arrives through the inbox.
+type worker struct {
+	g     *Gateway
+	pool  *pool
+	idx   int // index among all workers
+	local int // index within its pool
+	rings []*route.Ring
+	park  parker
+	wake  func() bool // how others wake it: park.Unpark, or the loop's eventfd when inline; true if it slept
+
+	inboxMu sync.Mutex
+	inbox   []uint64 // conn ids with a pending Notify
+	inboxN  atomic.Int32
+	taken   []uint64
+
+	conns   []*conn // by fd
+	again   []*conn // read budget ran out before EAGAIN
+	wheel   *wheel
+	rbuf    []byte
+	ticks   uint64
+	state   atomic.Uint32 // workerRunning, workerDraining, workerStopped
+	drained bool
+	done    chan struct{}
+	served  atomic.Uint64
+}
+
+const (
+	workerRunning uint32 = iota
+	workerDraining
+	workerStopped
+)
+
+func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
+	w := &worker{
+		g: g, pool: p, idx: idx, local: local,
+		conns: make([]*conn, g.reg.Size()),
+		wheel: newWheel(idleWheelBuckets, 0),
+		done:  make(chan struct{}),
+	}
+	pk := route.NewParker(g.cfg.Dispatch.Spin)
+	w.park = pk
+	w.wake = pk.Unpark
+	w.rings = make([]*route.Ring, loops)
+	return w
+}
+
+func (w *worker) start() {
+	w.rbuf = make([]byte, readBufSize)
+	w.g.wg.Add(1)
+	go func() {
+		defer w.g.wg.Done()
+		defer close(w.done)
+		if w.g.cfg.PinCPUs {
+			runtime.LockOSThread()
+			pinToCPU(w.idx + len(w.g.loops))
+		}
+		w.run()
+	}()
+}
+
+func (w *worker) run() {
+	last := time.Now()
+	for {
+		if w.state.Load() == workerStopped {
+			w.closeAll(protocols.ErrShutdown)
+			return
+		}
+		busy := w.poll()
+		if now := time.Now(); now.Sub(last) >= workerTick {
+			w.tick(uint64(now.Sub(w.g.start) / workerTick))
+			last = now
+		}
+		if !busy {
+			w.park.Park(w.ready, workerTick)
+		}
+	}
+}
+
+// ready tells the parker whether there is work; it must be cheap.
+func (w *worker) ready() bool {
+	if w.inboxN.Load() > 0 || len(w.again) > 0 || w.state.Load() != workerRunning {
+		return true
+	}
+	for _, r := range w.rings {
+		if r.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// poll handles what is waiting and reports whether it found anything.
+func (w *worker) poll() bool {
+	busy := false
+	for _, r := range w.rings {
+		for range eventsPerRing {
+			id, ok := r.Pop()
+			if !ok {
+				break
+			}
+			busy = true
+			w.handle(id)
+		}
+	}
+	if w.inboxN.Load() > 0 {
+		busy = true
+		w.drainInbox()
+	}
+	if len(w.again) > 0 {
+		busy = true
+		list := w.again
+		w.again = nil
+		for _, c := range list {
+			if !c.closed {
+				w.read(c)
+			}
+		}
+	}
+	if w.state.Load() == workerDraining && !w.drained {
+		w.drained = true
+		w.closeAll(protocols.ErrShutdown)
+	}
+	return busy
+}
+
+// handle takes one event from a ring.
+func (w *worker) handle(id uint64) {
+	fd, gen := int(id>>32), uint32(id)
+	s := w.g.reg.Lookup(fd, gen)
+	if s == nil {
+		return
+	}
+	// Clear queued before taking the bits: an edge that arrives after this
+	// re-queues the slot, so nothing that comes during the read is lost.
+	s.Queued.Store(0)
+	bits := s.Pending.Swap(0)
+	s.LastActive.Store(w.g.nowMs())
+	s.Events.Add(1)
+	w.served.Add(1)
+	w.pool.observe(w.local, s)
+	c := w.conns[fd]
+	if bits&registry.EvOpen != 0 {
+		c = w.open(fd, gen, s, bits)
+		if c == nil {
+			return
+		}
+	}
+	if c == nil || c.gen != gen || c.closed {
+		w.g.reg.CountStale()
+		return
+	}
+	if bits&registry.EvWrite != 0 {
+		c.flush()
+	}
+	if bits&(registry.EvRead|registry.EvHup) != 0 && !c.closed {
+		w.read(c)
+	}
+}
+
+// open makes the conn for a connection just handed over and starts its
+// session.
+func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
+	reason := protocols.Reason(reasonNames[(bits>>8)&0xff])
+	c := &conn{w: w, fd: fd, gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
+	w.conns[fd] = c
+	h := w.pool.handlerFor(c.proto)
+	if h == nil {
+		c.Close(fmt.Errorf("%w %s", ErrNoHandler, c.proto))
+		return nil
+	}
+	idle := w.pool.idle
+	var err error
+	if bits&registry.EvProbe != 0 {
+		idle = w.g.rt.Load().probeTimeout
+		c.probing = true
+		err = w.safe(c, nil, func() error {
+			c.sess, err = h.(protocols.Prober).Probe(c)
+			return err
+		})
+	} else {
+		err = w.safe(c, nil, func() error {
+			c.sess, err = h.Open(c)
+			return err
+		})
+	}
+	if err != nil {
+		c.Close(err)
+		return nil
+	}
+	if idle > 0 {
+		c.idleTicks = uint64((idle + workerTick - 1) / workerTick)
+		w.wheel.add(c.id(), w.ticks+c.idleTicks, timerIdle)
+	}
+	c.lastActive = w.ticks
+	w.g.metrics.handedOver(c.proto, w.pool.name)
+	return c
+}
+
+// read reads c to EAGAIN (or its share of reads) and feeds the session.
+func (w *worker) read(c *conn) {
+	for range readsPerEvent {
+		n, err := readFD(c.fd, w.rbuf)
+		switch {
+		case n > 0:
+			c.lastActive = w.ticks
+			w.feed(c, w.rbuf[:n])
+			if c.closed {
+				return
+			}
+		case err == nil: // EOF
+			c.Close(protocols.ErrPeerClosed)
+			return
+		case errors.Is(err, errAgain):
+			return
+		default:
+			c.Close(err)
+			return
+		}
+	}
+	// Edge-triggered: nobody will tell us again about what is left, so
+	// come back after the others had their turn.
+	w.again = append(w.again, c)
+}
+
+// feed hands input to the session and keeps what it did not consume.
+func (w *worker) feed(c *conn, b []byte) {
+	data := b
+	if len(c.in) > 0 {
+		c.in = append(c.in, b...)
+		data = c.in
+	}
+	for len(data) > 0 && !c.closed {
+		n := 0
+		err := w.safe(c, data, func() error {
+			var err error
+			n, err = c.sess.Data(data)
+			return err
+		})
+		if err != nil {
+			c.Close(err)
+			return
+		}
+		if n <= 0 {
+			break
+		}
+		data = data[n:]
+		if c.probing {
+			c.answered()
+		}
+	}
+	if c.closed {
+		return
+	}
+	if len(data) > w.g.rt.Load().limits.MaxInput {
+		w.g.book.Record(c.peer, protocols.ReasonOversize, data)
+		c.Close(fmt.Errorf("%w: %d unconsumed input bytes", errInputLimit, len(data)))
+		return
+	}
+	switch {
+	case len(data) == 0:
+		c.in = nil // idle connections keep no buffer
+	case len(c.in) > 0:
+		c.in = append(c.in[:0], data...) // data is a tail of c.in: copy down
+	default:
+		c.in = append([]byte(nil), data...)
+	}
+}
+
+var errInputLimit = errors.New("gateway: input limit exceeded")
+
+// safe runs a session call and turns a panic into a closed, recorded
+// connection: the worker lives on.
+func (w *worker) safe(c *conn, input []byte, call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.g.metrics.panics.Inc()
+			w.g.book.Record(c.peer, protocols.ReasonPanic, input)
+			w.g.log.Error("handler panic", "peer", c.peer.String(), "proto", c.proto.String(), "panic", fmt.Sprint(r))
+			c.recorded = true
+			err = fmt.Errorf("%w: %v", errPanic, r)
+		}
+	}()
+	err = call()
+	if err != nil && errors.Is(err, protocols.ErrMalformed) && !c.recorded {
+		w.g.book.Record(c.peer, protocols.ReasonMalformed, input)
+		c.recorded = true
+	}
+	return err
+}
+
+var errPanic = errors.New("gateway: handler panicked")
+
+// notify queues c for Notified; safe from any goroutine.
+func (w *worker) notify(c *conn) {
+	if !c.notified.CompareAndSwap(0, 1) {
+		return
+	}
+	w.inboxMu.Lock()
+	w.inbox = append(w.inbox, c.id())
+	w.inboxMu.Unlock()
+	w.inboxN.Add(1)
+	w.wake()
+}
+
+func (w *worker) drainInbox() {
+	w.inboxMu.Lock()
+	w.taken, w.inbox = w.inbox, w.taken[:0]
+	w.inboxN.Store(0)
+	w.inboxMu.Unlock()
+	for _, id := range w.taken {
+		fd, gen := int(id>>32), uint32(id)
+		c := w.conns[fd]
+		if c == nil || c.gen != gen || c.closed {
+			continue
+		}
+		c.notified.Store(0)
+		n, ok := c.sess.(protocols.Notified)
+		if !ok {
+			continue
+		}
+		if err := w.safe(c, nil, n.Notified); err != nil {
+			c.Close(err)
+		}
+	}
+}
+
+// tick advances the idle wheel.
+func (w *worker) tick(now uint64) {
+	w.ticks = now
+	w.wheel.advance(now, func(t timer) {
+		fd, gen := int(t.id>>32), uint32(t.id)
+		c := w.conns[fd]
+		if c == nil || c.gen != gen || c.closed {
+			return
+		}
+		due := c.lastActive + c.idleTicks
+		if due > now {
+			w.wheel.add(t.id, due, timerIdle)
+			return
+		}
+		if c.probing {
+			w.g.book.Record(c.peer, protocols.ReasonTimeout, nil)
+			c.recorded = true
+		}
+		c.Close(protocols.ErrIdle)
+	})
+}
+
+func (w *worker) closeAll(reason error) {
+	for _, c := range w.conns {
+		if c != nil && !c.closed {
+			c.Close(reason)
+		}
+	}
+}
+
+func (w *worker) drain() {
+	w.state.CompareAndSwap(workerRunning, workerDraining)
+	w.wake()
+}
+
+func (w *worker) stop() {
+	w.state.Store(workerStopped)
+	w.wake()
+}
+
+// openConns counts the live connections this worker owns (admin view).
+func (w *worker) depth() int {
+	n := 0
+	for _, r := range w.rings {
+		n += r.Len()
+	}
+	return n
+}
