@@ -1,0 +1,36 @@
+# edgemux: `make test` installs what the tests need when it is missing and
+# runs the whole suite with the race detector; `make run` starts a gateway
+# with the embedded default config on 127.0.0.1:5020.
+GO ?= go
+
+.PHONY: test deps vet race run build bench fuzz
+
+test: deps vet race
+
+deps:
+	@bash .ci/deps
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -timeout 30m ./...
+
+build:
+	$(GO) build -o bin/edgemux ./gateway/cmd/edgemux
+
+run:
+	$(GO) run ./gateway/cmd/edgemux
+
+bench:
+	bash examples/bench/stages.sh
+
+# Short fuzzing pass over every fuzz target (FUZZTIME per target).
+FUZZTIME ?= 10s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
