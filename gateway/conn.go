@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/sniff"
@@ -19,6 +20,7 @@ type conn struct {
 	out        []byte // output the socket has not taken yet
 	lastActive uint64 // worker ticks
 	idleTicks  uint64
+	timerDue   uint64 // worker tick of the session timer; 0 = none
 	fd         int
 	gen        uint32
 	notified   atomic.Uint32
@@ -125,4 +127,19 @@ func (c *conn) Close(reason error) {
 		sess := c.sess
 		w.safe(c, nil, func() error { sess.Closed(reason); return nil })
 	}
+}
+
+// SetTimer arms the session timer on the worker's wheel; a replaced timer
+// stays in the wheel and is ignored when it fires (its due tick differs).
+func (c *conn) SetTimer(d time.Duration) {
+	if c.closed || d <= 0 {
+		c.timerDue = 0
+		return
+	}
+	due := c.w.ticks + uint64((d+workerTick-1)/workerTick)
+	if due == c.timerDue {
+		return
+	}
+	c.timerDue = due
+	c.w.wheel.add(c.id(), due, timerSession)
 }

@@ -20,8 +20,9 @@ type timer struct {
 
 // Timer kinds.
 const (
-	timerSniff uint8 = iota + 1 // sniff deadline passed
-	timerIdle                   // idle timeout check
+	timerSniff   uint8 = iota + 1 // sniff deadline passed
+	timerIdle                     // idle timeout check
+	timerSession                  // a session's SetTimer
 )
 
 func newWheel(buckets int, start uint64) *wheel {

@@ -358,13 +358,17 @@ func (w *worker) drainInbox() {
 	}
 }
 
-// tick advances the idle wheel.
+// tick advances the worker's wheel: idle timeouts and session timers.
 func (w *worker) tick(now uint64) {
 	w.ticks = now
 	w.wheel.advance(now, func(t timer) {
 		fd, gen := int(t.id>>32), uint32(t.id)
 		c := w.conns[fd]
 		if c == nil || c.gen != gen || c.closed {
+			return
+		}
+		if t.kind == timerSession {
+			w.sessionTimer(c, t.due)
 			return
 		}
 		due := c.lastActive + c.idleTicks
@@ -378,6 +382,20 @@ func (w *worker) tick(now uint64) {
 		}
 		c.Close(protocols.ErrIdle)
 	})
+}
+
+// sessionTimer runs a session's Timer unless SetTimer replaced or
+// cancelled this one.
+func (w *worker) sessionTimer(c *conn, due uint64) {
+	if c.timerDue != due {
+		return
+	}
+	c.timerDue = 0
+	if ts, ok := c.sess.(protocols.Timed); ok {
+		if err := w.safe(c, nil, ts.Timer); err != nil {
+			c.Close(err)
+		}
+	}
 }
 
 func (w *worker) closeAll(reason error) {

@@ -17,6 +17,7 @@ package protocols
 import (
 	"errors"
 	"net/netip"
+	"time"
 )
 
 // Errors a worker reports to sessions or that sessions return to it.
@@ -72,6 +73,10 @@ type Conn interface {
 	// connection; the session's Closed is called with reason. Closing
 	// twice is harmless.
 	Close(reason error)
+	// SetTimer asks the worker to call the session's Timer method once d
+	// has passed (resolution 100 ms); a later call replaces an earlier one
+	// and d <= 0 cancels it. For keepalives and handshake deadlines.
+	SetTimer(d time.Duration)
 	// Notify asks the owning worker to call the session's Notified soon.
 	// Safe from any goroutine; calls that arrive before the worker runs
 	// coalesce into one.
@@ -104,6 +109,13 @@ type Session interface {
 type Notified interface {
 	// Notified runs on the owning worker after one or more Notify calls.
 	Notified() error
+}
+
+// Timed is implemented by sessions that use Conn.SetTimer.
+type Timed interface {
+	// Timer runs on the owning worker when the timer set with SetTimer
+	// fires. An error closes the connection with that reason.
+	Timer() error
 }
 
 // Prober is implemented by handlers that can wake up silent peers: dial-in

@@ -52,6 +52,10 @@ const (
 	CoAP // CoAP over TCP, RFC 8323
 	Private
 	TLS
+	// WebSocket is never returned by Detect: it is HTTP that the gateway
+	// refines with HTTPUpgrade once the header block is complete, so that
+	// routes can send upgrades and plain HTTP to different places.
+	WebSocket
 )
 
 var protoNames = [...]string{
@@ -61,6 +65,8 @@ var protoNames = [...]string{
 	CoAP:    "coap",
 	Private: "private",
 	TLS:     "tls",
+	// WebSocket is last: it is not in Detect's table.
+	WebSocket: "websocket",
 }
 
 // String returns the protocol's lower-case name as used in the YAML routes;

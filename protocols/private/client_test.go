@@ -39,6 +39,7 @@ func (n *netConn) Close(reason error) {
 		n.sess.Closed(reason)
 	})
 }
+func (n *netConn) SetTimer(time.Duration) {}
 func (n *netConn) Notify() {
 	select {
 	case n.notify <- struct{}{}:

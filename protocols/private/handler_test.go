@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
@@ -30,6 +31,7 @@ func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *fakeConn) Buffered() int            { return c.out.Len() }
 func (c *fakeConn) Close(error)              { c.closed = true }
 func (c *fakeConn) Notify()                  { c.notifies.Add(1) }
+func (c *fakeConn) SetTimer(time.Duration)   {}
 func (c *fakeConn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
