@@ -40,6 +40,7 @@ func newAdmin(g *Gateway) *admin {
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/registry", a.registry)
+	mux.HandleFunc("GET /api/stats", a.stats)
 	a.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

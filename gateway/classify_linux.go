@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // acts on the verdict. expired is true when the sniff deadline passed.
 func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, expired bool) {
 	budget := rt.budget
-	n, err := peekFD(fd, l.peek[:rt.tlsBudget+1])
+	n, err := peekFD(fd, l.peek[:rt.peekMax])
 	switch {
 	case err != nil && !errors.Is(err, errAgain):
 		l.closeUnclassified(fd, gen)
@@ -37,11 +38,22 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 	res := sniff.Detect(look)
 	switch res.Verdict {
 	case sniff.Match:
-		sni, wait := l.serverName(rt, res.Proto, prefix)
+		p := res.Proto
+		var sni string
+		wait := false
+		switch p {
+		case sniff.TLS:
+			sni, wait = l.serverName(rt, prefix)
+		case sniff.HTTP:
+			p, wait = l.upgrade(rt, fd, gen, s, prefix)
+		}
+		if p == sniff.Unknown { // answered and closed
+			return
+		}
 		if wait && !expired {
 			return
 		}
-		l.classified(rt, fd, gen, s, res.Proto, sni)
+		l.classified(rt, fd, gen, s, p, sni)
 	case sniff.NeedMore:
 		switch {
 		case len(look) >= budget || res.Need > budget:
@@ -56,8 +68,8 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 
 // serverName extracts the TLS SNI when some route needs it, and reports
 // whether the loop should wait for more of the ClientHello.
-func (l *loop) serverName(rt *runtimeConfig, p sniff.Proto, prefix []byte) (string, bool) {
-	if p != sniff.TLS || !rt.needSNI {
+func (l *loop) serverName(rt *runtimeConfig, prefix []byte) (string, bool) {
+	if !rt.needSNI {
 		return "", false
 	}
 	name, need, err := sniff.TLSServerName(prefix)
@@ -69,6 +81,32 @@ func (l *loop) serverName(rt *runtimeConfig, p sniff.Proto, prefix []byte) (stri
 	}
 	return name, false
 }
+
+// upgrade refines HTTP into WebSocket when some route tells them apart: a
+// GET waits for its whole header block (up to websocket.max_header_bytes),
+// which is answered with 431 when it is larger. It returns the protocol,
+// whether to wait for more bytes, or Unknown when it closed the connection.
+func (l *loop) upgrade(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, prefix []byte) (sniff.Proto, bool) {
+	if !rt.splitWS || !bytes.HasPrefix(prefix, []byte("GET ")) {
+		return sniff.HTTP, false
+	}
+	ws, need := sniff.HTTPUpgrade(prefix)
+	switch {
+	case ws:
+		return sniff.WebSocket, false
+	case !need:
+		return sniff.HTTP, false
+	case len(prefix) < rt.httpBudget:
+		return sniff.HTTP, true
+	}
+	writeFD(fd, []byte(response431))
+	l.g.book.Record(s.Peer(), protocols.ReasonOversize, prefix[:min(len(prefix), 64)])
+	l.g.metrics.classified(sniff.HTTP, "quarantine:"+string(protocols.ReasonOversize), l.g.nowMs()-s.OpenedAt.Load())
+	l.g.closeConn(fd, gen)
+	return sniff.Unknown, false
+}
+
+const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 // silent handles a peer that said nothing before the deadline: probe it
 // when the listener has a probe, else quarantine it.

@@ -157,6 +157,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.startWorkers()
 	g.admin.start()
+	g.wg.Add(1)
+	go g.publishStats(time.Second)
 	close(g.ready)
 	g.log.Info("listening", "addr", g.addr.String(), "loops", len(g.loops),
 		"workers", len(g.workers), "policy", g.cfg.Dispatch.Policy)

@@ -87,7 +87,7 @@ func (l *loop) open(addr netip.AddrPort) (netip.AddrPort, error) {
 	}
 	l.spare, _ = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	l.wheel = newWheel(sniffWheelSlots, uint64(time.Since(l.g.start)/loopTick))
-	l.peek = make([]byte, max(l.g.cfg.Sniff.TLSBudget, l.g.cfg.Sniff.Budget)+1)
+	l.peek = make([]byte, peekCap+1)
 	l.events = make([]unix.EpollEvent, maxEvents)
 	return addr, nil
 }

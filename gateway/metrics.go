@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,10 +30,13 @@ type metrics struct {
 	forwarded     prometheus.Counter
 	forwardErrors prometheus.Counter
 	datagrams     *prometheus.CounterVec
+
+	tallyMu sync.Mutex
+	tally   map[string]uint64 // "protocol action" -> classifications, for Snapshot
 }
 
 func newMetrics(g *Gateway) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), tally: map[string]uint64{}}
 	f := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgemux", Name: name, Help: help})
 		m.reg.MustRegister(c)
@@ -69,6 +73,9 @@ func newMetrics(g *Gateway) *metrics {
 
 func (m *metrics) classified(p sniff.Proto, action string, ms uint32) {
 	m.classifiedN.WithLabelValues(p.String(), action).Inc()
+	m.tallyMu.Lock()
+	m.tally[p.String()+" "+action]++
+	m.tallyMu.Unlock()
 	m.classifyTime.WithLabelValues(p.String()).Observe(float64(ms) / 1000)
 }
 
@@ -182,4 +189,15 @@ func collectBus(ch chan<- prometheus.Metric, g *Gateway) {
 	}
 	ch <- prometheus.MustNewConstMetric(descBusGauge, prometheus.GaugeValue, float64(st.Subscribers), "subscribers")
 	ch <- prometheus.MustNewConstMetric(descBusGauge, prometheus.GaugeValue, float64(st.Topics), "topics")
+}
+
+// classifications copies the classification tally: "protocol action" -> n.
+func (m *metrics) classifications() map[string]uint64 {
+	m.tallyMu.Lock()
+	defer m.tallyMu.Unlock()
+	out := make(map[string]uint64, len(m.tally))
+	for k, v := range m.tally {
+		out[k] = v
+	}
+	return out
 }

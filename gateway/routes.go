@@ -16,8 +16,11 @@ import (
 type runtimeConfig struct {
 	routes       []compiledRoute
 	needSNI      bool // some route matches on SNI: peek ClientHellos whole
+	splitWS      bool // some route matches websocket: peek GET headers whole
 	budget       int
 	tlsBudget    int
+	httpBudget   int // header bytes peeked to tell WebSocket from HTTP
+	peekMax      int // the most any of the above peeks, plus one
 	deadline     time.Duration
 	probePool    string
 	probeTimeout time.Duration
@@ -69,8 +72,20 @@ func compileRuntime(cfg config.Config, _ time.Time) (*runtimeConfig, error) {
 		if cr.sni != "" {
 			rt.needSNI = true
 		}
+		if !cr.anyProto && cr.proto == sniff.WebSocket {
+			rt.splitWS = true
+		}
 		rt.routes = append(rt.routes, cr)
 	}
+	rt.httpBudget = max(rt.budget, wsHeaderBytes(cfg))
+	rt.peekMax = rt.budget
+	if rt.needSNI {
+		rt.peekMax = max(rt.peekMax, rt.tlsBudget)
+	}
+	if rt.splitWS {
+		rt.peekMax = max(rt.peekMax, rt.httpBudget)
+	}
+	rt.peekMax = min(rt.peekMax, peekCap) + 1
 	return rt, nil
 }
 
@@ -134,3 +149,10 @@ func sniMatches(pattern, name string) bool {
 	}
 	return name == pattern
 }
+
+// peekCap is the largest peek any configuration may ask for; a loop's peek
+// buffer is this big so Reload can raise budgets.
+const peekCap = 64 << 10
+
+// wsHeaderBytes is the WebSocket handshake header limit.
+func wsHeaderBytes(cfg config.Config) int { return 8192 }

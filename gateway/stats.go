@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/sniff"
+)
+
+// StatsTopic is where the gateway publishes its own state on the bus, once
+// per second, for dashboards and any subscriber on any protocol. "$" topics
+// are not matched by a bare "#" (MQTT's rule), so they must be asked for.
+const StatsTopic = "$SYS/edgemux/stats"
+
+// Stats is the gateway's state at one moment, as JSON.
+type Stats struct {
+	Time        int64                     `json:"ts"` // unix ms
+	Uptime      int64                     `json:"uptime_s"`
+	Open        int                       `json:"open"`
+	Sniffing    int                       `json:"sniffing"`
+	Connections map[string]map[string]int `json:"connections"` // protocol -> state -> count
+	Classified  map[string]uint64         `json:"classified"`  // "protocol action" -> count
+	Quarantine  QuarantineStats           `json:"quarantine"`
+	Workers     []WorkerStats             `json:"workers"`
+	Bus         map[string]uint64         `json:"bus"`
+	Stale       uint64                    `json:"stale_events"`
+	Forwarding  int64                     `json:"forwarding"`
+}
+
+// QuarantineStats summarises the quarantine book.
+type QuarantineStats struct {
+	Reasons    map[string]uint64 `json:"reasons"`
+	BansActive int               `json:"bans_active"`
+	Refused    uint64            `json:"refused"`
+	Samples    []SampleView      `json:"samples"` // newest first
+}
+
+// SampleView is one quarantined connection's sample.
+type SampleView struct {
+	Peer   string `json:"peer"`
+	Reason string `json:"reason"`
+	Hex    string `json:"hex"`
+	At     int64  `json:"at"` // unix ms
+	Bytes  int    `json:"bytes"`
+}
+
+// WorkerStats is one worker's ring depth and work done.
+type WorkerStats struct {
+	Pool   string `json:"pool"`
+	Index  int    `json:"index"`
+	Depth  int    `json:"ring_depth"`
+	Events uint64 `json:"events"`
+}
+
+// Snapshot reads the gateway's state. It scans the registry, so it is for
+// once-a-second callers, not hot paths.
+func (g *Gateway) Snapshot() Stats {
+	now := time.Now()
+	st := Stats{
+		Time:        now.UnixMilli(),
+		Uptime:      int64(now.Sub(g.start) / time.Second),
+		Open:        g.reg.Len(),
+		Sniffing:    g.limits.stillSniffing(),
+		Connections: map[string]map[string]int{},
+		Classified:  g.metrics.classifications(),
+		Stale:       g.reg.Stale(),
+		Forwarding:  g.fwd.active.Load(),
+	}
+	for fd := 0; fd < g.reg.Size(); fd++ {
+		s := g.reg.Slot(fd)
+		state := s.State()
+		if state == registry.Free {
+			continue
+		}
+		p := sniff.Proto(s.Proto()).String()
+		if st.Connections[p] == nil {
+			st.Connections[p] = map[string]int{}
+		}
+		st.Connections[p][state.String()]++
+	}
+	book := g.book.Stats()
+	st.Quarantine = QuarantineStats{Reasons: map[string]uint64{}, BansActive: book.BansActive, Refused: book.Refused}
+	for r, n := range book.Reasons {
+		st.Quarantine.Reasons[string(r)] = n
+	}
+	for _, smp := range g.book.Samples(nil) {
+		st.Quarantine.Samples = append(st.Quarantine.Samples, SampleView{
+			Peer: smp.Peer, Reason: string(smp.Reason), Hex: smp.Hex, At: smp.At.UnixMilli(), Bytes: smp.Bytes,
+		})
+	}
+	for _, p := range g.pools {
+		for i, w := range p.workers {
+			st.Workers = append(st.Workers, WorkerStats{Pool: p.name, Index: i, Depth: w.depth(), Events: w.served.Load()})
+		}
+	}
+	b := g.bus.Stats()
+	st.Bus = map[string]uint64{
+		"published": b.Published, "delivered": b.Delivered, "dropped": b.Dropped,
+		"topics": uint64(b.Topics), "subscribers": uint64(b.Subscribers),
+	}
+	return st
+}
+
+// publishStats puts a snapshot on the bus every interval until the gateway
+// stops.
+func (g *Gateway) publishStats(interval time.Duration) {
+	defer g.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stopped:
+			return
+		case <-t.C:
+			if b, err := json.Marshal(g.Snapshot()); err == nil {
+				g.bus.Publish(StatsTopic, b, "edgemux")
+			}
+		}
+	}
+}
+
+func (a *admin) stats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(a.g.Snapshot())
+}
