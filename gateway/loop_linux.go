@@ -206,7 +206,15 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 	if s == nil {
 		return
 	}
-	switch s.State() {
+	st := s.State()
+	// Look at the generation again after the state: a worker may have
+	// closed the connection meanwhile and another loop reopened the fd;
+	// its Retire (gen++) comes before the reopen, so this catches it.
+	if s.Gen() != gen {
+		l.g.reg.CountStale()
+		return
+	}
+	switch st {
 	case registry.Sniffing:
 		if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 			l.sniff(rt, fd, gen, s, false)
@@ -229,11 +237,24 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 }
 
 // deliver leaves bits in the slot and queues the slot on its worker's ring
-// unless it is queued already: a ring holds at most one event per fd.
+// unless it is queued already: a ring holds at most one event per live fd.
+//
+// Queued holds the generation whose event is queued (generations at open
+// are odd, so never 0). A loop acting on an event that went stale while it
+// ran may leave its own old generation there; the next delivery for the
+// live connection sees a generation that is not its own and queues anyway,
+// so a stale event can add a spurious entry (dropped by the worker's gen
+// check) but never hold back a live one.
 func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 	s.Pending.Or(bits)
-	if !s.Queued.CompareAndSwap(0, 1) {
-		return
+	for {
+		q := s.Queued.Load()
+		if q == gen {
+			return // already queued for this connection
+		}
+		if s.Queued.CompareAndSwap(q, gen) {
+			break
+		}
 	}
 	id := uint64(fd)<<32 | uint64(gen)
 	wi := s.Worker()

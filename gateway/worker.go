@@ -166,7 +166,7 @@ func (w *worker) handle(id uint64) {
 	}
 	// Clear queued before taking the bits: an edge that arrives after this
 	// re-queues the slot, so nothing that comes during the read is lost.
-	s.Queued.Store(0)
+	s.Queued.CompareAndSwap(gen, 0)
 	bits := s.Pending.Swap(0)
 	s.LastActive.Store(w.g.nowMs())
 	s.Events.Add(1)

@@ -72,7 +72,7 @@ type Slot struct {
 	gen        atomic.Uint32 // bumped at open and at close
 	state      atomic.Uint32 // State
 	Pending    atomic.Uint32 // Ev* bits not yet taken by the owner
-	Queued     atomic.Uint32 // 1 while an event for this slot sits in a ring
+	Queued     atomic.Uint32 // generation whose event sits in a ring; 0 = none
 	LastActive atomic.Uint32 // coarse clock (seconds) of the last event
 	Events     atomic.Uint32 // events seen, for traffic-pattern learning
 	meta       atomic.Uint64 // proto | loop<<8 | worker<<16 | port<<32 | flags<<48
@@ -166,7 +166,8 @@ func (r *Registry) Slot(fd int) *Slot {
 }
 
 // Open claims fd's slot for a newly accepted connection and returns the
-// new generation. The slot must be Free.
+// new generation. The slot must be Free. Generations of open connections
+// are always odd (Open and Retire each add one), so 0 can mean "none".
 func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint32, error) {
 	s := r.Slot(fd)
 	if s == nil {

@@ -64,6 +64,9 @@ func TestOpenLookupClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if gen%2 != 1 || gen2%2 != 1 {
+		t.Fatalf("generations at open must be odd: %d, %d", gen, gen2)
+	}
 	if gen2 == gen || r.Lookup(5, gen) != nil || r.Lookup(5, gen2) == nil {
 		t.Fatalf("reused fd: old gen %d new gen %d", gen, gen2)
 	}
