@@ -86,7 +86,22 @@ func (h *Handler) Stats() Stats {
 // needs them.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 	h.sessions.Add(1)
+	if h.cfg.HelloWithin > 0 {
+		c.SetTimer(h.cfg.HelloWithin)
+	}
 	return &session{h: h, conn: c}, nil
+}
+
+// Timer fires hello_within after Open: a device that has not completed its
+// HELLO by then (the sniffer saw a HELLO header, but a large one may never
+// finish arriving) gets an ERROR and is closed.
+func (s *session) Timer() error {
+	if s.hello {
+		return nil
+	}
+	out, err := s.fatal(nil, CodeNotHelloFirst, ErrHelloTimeout)
+	s.conn.Write(out)
+	return err
 }
 
 func (h *Handler) getOut() *[]byte {
@@ -135,7 +150,12 @@ type session struct {
 var (
 	_ protocols.Session  = (*session)(nil)
 	_ protocols.Notified = (*session)(nil)
+	_ protocols.Timed    = (*session)(nil)
 )
+
+// ErrHelloTimeout closes a connection whose HELLO did not arrive within
+// hello_within.
+var ErrHelloTimeout = errors.New("private: no HELLO within hello_within")
 
 // Data handles every whole frame in in and writes the answers in one
 // batch.
@@ -211,6 +231,7 @@ func (s *session) onHello(out []byte, payload []byte) ([]byte, error) {
 		return s.fatal(out, CodeMalformed, err)
 	}
 	s.hello = true
+	s.conn.SetTimer(0)
 	s.device = string(m.DeviceID)
 	if s.h.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.h.log.Debug("hello", "conn", s.conn.ID(), "peer", s.conn.Peer(), "device", s.device, "keepalive", m.Keepalive)

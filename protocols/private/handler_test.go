@@ -23,6 +23,7 @@ type fakeConn struct {
 	highWater int
 	closed    bool
 	notifies  atomic.Int32
+	timer     time.Duration // last SetTimer
 }
 
 func (c *fakeConn) ID() uint64               { return c.id }
@@ -31,7 +32,7 @@ func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *fakeConn) Buffered() int            { return c.out.Len() }
 func (c *fakeConn) Close(error)              { c.closed = true }
 func (c *fakeConn) Notify()                  { c.notifies.Add(1) }
-func (c *fakeConn) SetTimer(time.Duration)   {}
+func (c *fakeConn) SetTimer(d time.Duration) { c.timer = d }
 func (c *fakeConn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
@@ -595,4 +596,38 @@ func FuzzSession(f *testing.F) {
 			t.Fatal("subscriber leaked")
 		}
 	})
+}
+
+func TestHelloWithin(t *testing.T) {
+	h := New(config.Private{HelloWithin: 3 * time.Second}, bus.New(bus.Options{}), nil)
+	c := &fakeConn{}
+	sess, err := h.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.timer != 3*time.Second {
+		t.Fatalf("Open armed %v, want hello_within", c.timer)
+	}
+	// The timer fires before any HELLO: ERROR, then the close reason.
+	err = sess.(protocols.Timed).Timer()
+	if !errors.Is(err, ErrHelloTimeout) {
+		t.Fatalf("Timer = %v, want ErrHelloTimeout", err)
+	}
+	if fs := c.frames(t); len(fs) != 1 || fs[0].Type != TypeError {
+		t.Fatalf("wrote %v, want one ERROR", fs)
+	}
+
+	// A HELLO in time disarms it.
+	c2 := &fakeConn{}
+	sess2, _ := h.Open(c2)
+	hello, _ := AppendHello(nil, Hello{DeviceID: []byte("d")})
+	if _, err := sess2.Data(hello); err != nil {
+		t.Fatal(err)
+	}
+	if c2.timer != 0 {
+		t.Fatalf("HELLO left the timer at %v", c2.timer)
+	}
+	if err := sess2.(protocols.Timed).Timer(); err != nil {
+		t.Fatalf("Timer after HELLO = %v", err)
+	}
 }
