@@ -236,7 +236,12 @@ func (w *worker) read(c *conn) {
 		n, err := readFD(c.fd, w.rbuf)
 		switch {
 		case n > 0:
-			c.lastActive = w.ticks
+			// The quarantine hold runs from landing, not from the last
+			// input: a peer trickling a byte now and then (slowloris)
+			// must not keep its quarantine slot and fd for ever.
+			if !w.pool.quarantine {
+				c.lastActive = w.ticks
+			}
 			w.feed(c, w.rbuf[:n])
 			if c.closed {
 				return
