@@ -185,9 +185,9 @@ func (l *loop) quarantine(rt *runtimeConfig, fd int, gen uint32, s *registry.Slo
 // expire handles a loop timer: the sniff deadline.
 func (l *loop) expire(rt *runtimeConfig, t timer) {
 	fd, gen := int(t.id>>32), uint32(t.id)
-	s := l.g.reg.Lookup(fd, gen)
+	s := l.g.reg.Live(fd, gen)
 	if s == nil || s.State() != registry.Sniffing {
-		return // classified or closed meanwhile
+		return // classified or closed meanwhile: not a stale event
 	}
 	l.sniff(rt, fd, gen, s, true)
 }

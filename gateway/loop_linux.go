@@ -216,8 +216,11 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 	}
 	switch st {
 	case registry.Sniffing:
-		if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-			l.sniff(rt, fd, gen, s, false)
+		// A peer that hung up sends nothing more: settle what it sent
+		// now, as the deadline would, instead of holding it till then.
+		hup := events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
+		if hup || events&unix.EPOLLIN != 0 {
+			l.sniff(rt, fd, gen, s, hup)
 		}
 	case registry.Active, registry.Quarantined:
 		var bits uint32

@@ -208,6 +208,16 @@ func (r *Registry) Lookup(fd int, gen uint32) *Slot {
 	return s
 }
 
+// Live is Lookup without counting a miss: for timers, which routinely
+// outlive their connections.
+func (r *Registry) Live(fd int, gen uint32) *Slot {
+	s := r.Slot(fd)
+	if s == nil || s.gen.Load() != gen || s.State() == Free {
+		return nil
+	}
+	return s
+}
+
 // BeginClose moves fd's slot with generation gen to Closing and returns the
 // state it left. It returns false if the slot is not that connection or is
 // closing already, so only one goroutine ever proceeds to close the fd.
