@@ -88,7 +88,13 @@ func (b *Book) Record(peer netip.AddrPort, reason protocols.Reason, sample []byt
 	b.counts[reasonIndex(reason)].Add(1)
 	at := b.now()
 	t := b.since(at)
-	banned := b.land(peer.Addr().Unmap(), t)
+	// A connection that timed out without sending a byte is recorded but
+	// does not count towards a ban: browsers' speculative preconnects and
+	// TCP health checks look exactly like that and are not attacks.
+	banned := false
+	if reason != protocols.ReasonTimeout || len(sample) > 0 {
+		banned = b.land(peer.Addr().Unmap(), t)
+	}
 
 	b.sampleMu.Lock()
 	b.ring.put(peer, reason, at, sample)

@@ -543,3 +543,21 @@ func TestConcurrentRecordBanned(t *testing.T) {
 		t.Error("no bans with every source landing many times")
 	}
 }
+
+func TestSilentTimeoutsDoNotBan(t *testing.T) {
+	b := NewBook(config.Quarantine{BanAfter: 2}, nil, nil)
+	for range 5 {
+		b.Record(peerN(7), protocols.ReasonTimeout, nil)
+	}
+	if b.Banned(peerN(7).Addr()) {
+		t.Fatal("silent timeouts banned a source")
+	}
+	if got := b.Stats().Reasons[protocols.ReasonTimeout]; got != 5 {
+		t.Fatalf("timeouts counted %d, want 5", got)
+	}
+	b.Record(peerN(7), protocols.ReasonTimeout, []byte("G"))
+	b.Record(peerN(7), protocols.ReasonTimeout, []byte("G"))
+	if !b.Banned(peerN(7).Addr()) {
+		t.Fatal("timeouts that sent bytes must count towards a ban")
+	}
+}
