@@ -19,6 +19,7 @@ type Config struct {
 	Pools      map[string]Pool `yaml:"pools"`      // worker pools by protocol name
 	Routes     []Route         `yaml:"routes"`     // first match wins
 	Private    Private         `yaml:"private"`    // private protocol limits
+	WebSocket  WebSocket       `yaml:"websocket"`  // WebSocket endpoint and JSON pub/sub
 	Quarantine Quarantine      `yaml:"quarantine"` // quarantine pool behaviour
 	Bus        Bus             `yaml:"bus"`        // topic bus limits
 	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port
@@ -88,6 +89,23 @@ type Private struct {
 	MaxSubs     int           `yaml:"max_subs"`     // subscriptions per connection
 	Queue       int           `yaml:"queue"`        // deliveries queued per connection
 	HelloWithin time.Duration `yaml:"hello_within"` // HELLO must come first, within this long
+}
+
+// WebSocket configures the WebSocket endpoint (HTTP upgrade on the shared
+// port) and its JSON pub/sub protocol.
+type WebSocket struct {
+	Path             string        `yaml:"path"`              // request path that upgrades; others get 404
+	Subprotocol      string        `yaml:"subprotocol"`       // Sec-WebSocket-Protocol the server selects
+	AllowedOrigins   []string      `yaml:"allowed_origins"`   // empty = same origin only; ["*"] = any
+	Compression      bool          `yaml:"compression"`       // negotiate permessage-deflate
+	MaxHeaderBytes   int           `yaml:"max_header_bytes"`  // HTTP request header block; larger gets 431
+	MaxMessage       int           `yaml:"max_message"`       // message bytes (on the wire and inflated); larger closes 1009
+	HighWater        int           `yaml:"high_water"`        // buffered output past which a peer is a slow consumer
+	SlowConsumer     string        `yaml:"slow_consumer"`     // close | drop
+	PingInterval     time.Duration `yaml:"ping_interval"`     // server ping period
+	MissedPongs      int           `yaml:"missed_pongs"`      // unanswered pings before close
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"` // whole HTTP request within this long
+	MaxSubs          int           `yaml:"max_subs"`          // subscriptions per connection
 }
 
 // Quarantine sets the quarantine pool's sampling and bans.

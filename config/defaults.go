@@ -27,7 +27,7 @@ const quarantinePool = "quarantine"
 
 // protoNames are the protocols the sniffer reports, as written in
 // match.proto and pools.<name>.protocols.
-var protoNames = []string{"modbus", "http", "coap", "private", "tls", "unknown"}
+var protoNames = []string{"modbus", "http", "websocket", "coap", "private", "tls", "unknown"}
 
 // anyProto is the match.proto wildcard.
 const anyProto = "*"
@@ -60,6 +60,7 @@ func Defaults() Config {
 		Pools:    defaultPools(),
 		Routes: []Route{
 			{Match: Match{Proto: "private"}, Action: "handle"},
+			{Match: Match{Proto: "websocket"}, Action: "handle"},
 			{Match: Match{Proto: "http"}, Action: "admin"},
 			{Match: Match{Proto: anyProto}, Action: "quarantine"},
 		},
@@ -69,6 +70,18 @@ func Defaults() Config {
 			MaxSubs:     64,
 			Queue:       256,
 			HelloWithin: 10 * time.Second,
+		},
+		WebSocket: WebSocket{
+			Path:             "/ws",
+			Subprotocol:      "edgemux.v1",
+			MaxHeaderBytes:   8192,
+			MaxMessage:       65536,
+			HighWater:        65536,
+			SlowConsumer:     "close",
+			PingInterval:     30 * time.Second,
+			MissedPongs:      2,
+			HandshakeTimeout: 10 * time.Second,
+			MaxSubs:          64,
 		},
 		Quarantine: Quarantine{
 			SampleBytes: 64,
@@ -92,6 +105,7 @@ func Defaults() Config {
 func defaultPools() map[string]Pool {
 	return map[string]Pool{
 		"private":      {Workers: 2, IdleTimeout: 5 * time.Minute, Pattern: "steady"},
+		"websocket":    {Workers: 2, Pattern: "bursty"}, // no idle timeout: server pings find dead peers
 		quarantinePool: {Workers: 2},
 	}
 }
@@ -102,7 +116,8 @@ func defaultPools() map[string]Pool {
 //   - a handle route without pool gets the pool named after its protocol
 //     (not for proto "*": Validate asks for an explicit pool there);
 //   - a pool named after a protocol, without protocols, takes that
-//     protocol; an empty protocols list becomes nil.
+//     protocol; an empty protocols list becomes nil;
+//   - an empty websocket.allowed_origins list becomes nil.
 //
 // Parse calls it; it is idempotent. It changes c's routes and pools in
 // place, so copies of c that share them see the change.
@@ -125,5 +140,8 @@ func (c *Config) Normalize() {
 			p.Protocols = []string{name}
 		}
 		c.Pools[name] = p
+	}
+	if len(c.WebSocket.AllowedOrigins) == 0 {
+		c.WebSocket.AllowedOrigins = nil
 	}
 }

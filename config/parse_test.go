@@ -102,8 +102,8 @@ func TestParseMerge(t *testing.T) {
 			if !reflect.DeepEqual(p, want) {
 				t.Errorf("modbus pool = %+v, want %+v", p, want)
 			}
-			if len(c.Pools) != 3 {
-				t.Errorf("pools = %v, want the two defaults and modbus", c.Pools)
+			if len(c.Pools) != 4 {
+				t.Errorf("pools = %v, want the three defaults and modbus", c.Pools)
 			}
 		}},
 		{"null removes a default pool", "pools:\n  private: ~\n", func(t *testing.T, c Config) {
@@ -135,6 +135,25 @@ func TestParseMerge(t *testing.T) {
 		{"handle any keeps no pool", "routes:\n  - match: {proto: '*'}\n    action: handle\n", func(t *testing.T, c Config) {
 			if c.Routes[0].Pool != "" {
 				t.Errorf("pool = %q", c.Routes[0].Pool)
+			}
+		}},
+		{"websocket section keeps unset fields", "websocket:\n  path: /live\n  allowed_origins: ['*']\n", func(t *testing.T, c Config) {
+			want := Defaults().WebSocket
+			want.Path, want.AllowedOrigins = "/live", []string{"*"}
+			if !reflect.DeepEqual(c.WebSocket, want) {
+				t.Errorf("websocket = %+v, want %+v", c.WebSocket, want)
+			}
+		}},
+		{"empty origin list is nil", "websocket:\n  allowed_origins: []\n", func(t *testing.T, c Config) {
+			if c.WebSocket.AllowedOrigins != nil {
+				t.Errorf("allowed_origins = %#v, want nil", c.WebSocket.AllowedOrigins)
+			}
+		}},
+		{"websocket route before admin", "", func(t *testing.T, c Config) {
+			ws := slices.IndexFunc(c.Routes, func(r Route) bool { return r.Match.Proto == "websocket" })
+			admin := slices.IndexFunc(c.Routes, func(r Route) bool { return r.Action == "admin" })
+			if ws < 0 || ws > admin || c.Routes[ws].Pool != "websocket" {
+				t.Errorf("routes = %+v, want websocket (pool websocket) before admin", c.Routes)
 			}
 		}},
 		{"bools", "admin:\n  enabled: false\nudp: {enabled: false}\npin_cpus: true\n", func(t *testing.T, c Config) {

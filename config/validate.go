@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,6 +43,8 @@ const (
 	maxPools     = 64
 	maxProblems  = 100 // problems reported before the rest are only counted
 	maxSNILength = 253 // a DNS name, at most
+	maxOrigins   = 256 // websocket.allowed_origins entries
+	maxWSPath    = 256 // websocket.path bytes
 	// privateHeader is the private protocol's frame header (SPEC.md §1):
 	// max_input must hold a whole max_frame frame with it.
 	privateHeader = 12
@@ -53,6 +56,7 @@ var (
 	patterns   = []string{"", "bursty", "steady", "long-period"}
 	actions    = []string{"handle", "forward", "admin", "quarantine"}
 	drops      = []string{"oldest", "newest", "disconnect"}
+	slowPolicy = []string{"close", "drop"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json"}
 	matchProto = append(slices.Clone(protoNames), anyProto)
@@ -67,6 +71,7 @@ func (c Config) Validate() error {
 	v.checkAddresses()
 	v.checkEnums()
 	v.checkCrossFields()
+	v.checkWebSocket()
 	v.checkPools()
 	v.checkRoutes()
 	return v.result()
@@ -135,6 +140,7 @@ func (v *validator) checkAddresses() {
 func (v *validator) checkEnums() {
 	v.oneOf("dispatch.policy", v.c.Dispatch.Policy, policies)
 	v.oneOf("bus.drop", v.c.Bus.Drop, drops)
+	v.oneOf("websocket.slow_consumer", v.c.WebSocket.SlowConsumer, slowPolicy)
 	v.oneOf("log.level", v.c.Log.Level, logLevels)
 	v.oneOf("log.format", v.c.Log.Format, logFormats)
 }
@@ -165,11 +171,73 @@ func (v *validator) checkCrossFields() {
 		v.fail("limits.max_input", "must hold a whole private frame: at least private.max_frame + %d (%d), not %d",
 			privateHeader, v.c.Private.MaxFrame+privateHeader, l.MaxInput)
 	}
+	if ws := v.c.WebSocket; v.servesProto("websocket") && l.MaxInput < ws.MaxHeaderBytes {
+		// The handshake is consumed only once its header block is whole.
+		v.fail("limits.max_input", "must hold a whole WebSocket handshake: at least websocket.max_header_bytes (%d), not %d",
+			ws.MaxHeaderBytes, l.MaxInput)
+	}
 	if p := s.Probe; p != "" {
 		if _, ok := v.c.Pools[p]; !ok {
 			v.fail("sniff.probe", "no pool %q in pools", p)
 		}
 	}
+}
+
+// checkWebSocket checks the words of the websocket section; its numbers
+// are in intRules and durationRules.
+func (v *validator) checkWebSocket() {
+	ws := v.c.WebSocket
+	if p := ws.Path; !strings.HasPrefix(p, "/") || len(p) > maxWSPath || !validPathChars(p) {
+		v.fail("websocket.path", "must be an absolute path of at most %d visible ASCII characters, such as /ws, not %q", maxWSPath, p)
+	}
+	if !validToken(ws.Subprotocol) {
+		v.fail("websocket.subprotocol", "must be an HTTP token such as edgemux.v1, not %q", ws.Subprotocol)
+	}
+	if n := len(ws.AllowedOrigins); n > maxOrigins {
+		v.fail("websocket.allowed_origins", "at most %d origins, not %d", maxOrigins, n)
+		return
+	}
+	for i, o := range ws.AllowedOrigins {
+		at := "websocket.allowed_origins[" + strconv.Itoa(i) + "]"
+		switch {
+		case o == "*" && len(ws.AllowedOrigins) > 1:
+			v.fail(at, `"*" (any origin) must be the only entry`)
+		case o != "*" && !validOrigin(o):
+			v.fail(at, "must be an origin such as https://plant.example:8443 (scheme://host[:port], no path), or \"*\", not %q", o)
+		}
+	}
+}
+
+// validPathChars accepts the visible ASCII a request target may carry.
+func validPathChars(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '?' || p[i] == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// validToken accepts an RFC 7230 token, as Sec-WebSocket-Protocol needs.
+func validToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c > ' ' && c < 0x7f && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, rune(c))
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// validOrigin accepts what browsers send in Origin: scheme://host[:port].
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && u.Scheme != "" && u.Host != "" && u.Path == "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil && u.Opaque == ""
 }
 
 // servesProto reports whether some pool takes proto.

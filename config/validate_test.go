@@ -108,6 +108,22 @@ var validateCases = []struct {
 	{"bus payload", "bus:\n  max_payload: 0\n", "bus.max_payload", 2, "between 1 and"},
 	{"admin conns", "admin:\n  max_conns: 0\n", "admin.max_conns", 2, "between 1 and 10000"},
 	{"udp batch", "udp:\n  batch: 2000\n", "udp.batch", 2, "between 1 and 1024"},
+	{"ws path relative", "websocket:\n  path: ws\n", "websocket.path", 2, "absolute path"},
+	{"ws path query", "websocket:\n  path: /ws?x=1\n", "websocket.path", 2, "absolute path"},
+	{"ws subprotocol", "websocket:\n  subprotocol: 'a b'\n", "websocket.subprotocol", 2, "HTTP token"},
+	{"ws subprotocol empty", "websocket:\n  subprotocol: ''\n", "websocket.subprotocol", 2, "HTTP token"},
+	{"ws origin with path", "websocket:\n  allowed_origins: ['https://a.example/x']\n", "websocket.allowed_origins[0]", 2, "no path"},
+	{"ws origin bare host", "websocket:\n  allowed_origins: [a.example]\n", "websocket.allowed_origins[0]", 2, "scheme://host"},
+	{"ws star not alone", "websocket:\n  allowed_origins: ['http://a.example', '*']\n", "websocket.allowed_origins[1]", 2, "only entry"},
+	{"ws header bytes", "websocket:\n  max_header_bytes: 100\n", "websocket.max_header_bytes", 2, "between 256 and 65536"},
+	{"ws max_message", "websocket:\n  max_message: 0\n", "websocket.max_message", 2, "between 16 and"},
+	{"ws high_water", "websocket:\n  high_water: 10\n", "websocket.high_water", 2, "between 1024 and"},
+	{"ws slow consumer", "websocket:\n  slow_consumer: block\n", "websocket.slow_consumer", 2, "close | drop"},
+	{"ws ping interval", "websocket:\n  ping_interval: 10ms\n", "websocket.ping_interval", 2, "between 1s and 1h"},
+	{"ws missed pongs", "websocket:\n  missed_pongs: 0\n", "websocket.missed_pongs", 2, "between 1 and 100"},
+	{"ws handshake timeout", "websocket:\n  handshake_timeout: 1h\n", "websocket.handshake_timeout", 2, "between 100ms and 5m"},
+	{"ws max subs", "websocket:\n  max_subs: 0\n", "websocket.max_subs", 2, "between 1 and 65536"},
+	{"max_input under a handshake", "limits:\n  max_input: 4096\npools:\n  private: ~\n", "limits.max_input", 2, "WebSocket handshake"},
 	{"log level", "log:\n  level: verbose\n", "log.level", 2, "debug | info"},
 	{"log format", "log:\n  format: xml\n", "log.format", 2, "text | json"},
 }
@@ -203,7 +219,9 @@ func TestValidateAccepts(t *testing.T) {
 			"  - match: {proto: tls, sni: Exact.Example}\n    action: forward\n    backend: '[::1]:8443'\n    dial_timeout: 500ms\n" +
 			"  - match: {proto: '*', source: '::1/128'}\n    action: handle\n    pool: quarantine\n" + quarantineOnly,
 		"sniff:\n  probe: quarantine\n",
-		"limits:\n  max_input: 64\npools:\n  private: ~\nroutes:\n" + quarantineOnly,
+		"limits:\n  max_input: 64\npools:\n  private: ~\n  websocket: ~\nroutes:\n" + quarantineOnly,
+		"websocket:\n  allowed_origins: ['*']\n",
+		"websocket:\n  allowed_origins: ['https://plant.example:8443', 'http://127.0.0.1:5020']\n  path: /api/v1/live\n",
 	}
 	for _, doc := range docs {
 		if err := mustParse(t, doc).Validate(); err != nil {

@@ -1,0 +1,278 @@
+package websocket
+
+import (
+	"bufio"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gorilla "github.com/gorilla/websocket"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Defaults for zero (or negative) fields of config.WebSocket; config's
+// Defaults uses the same values.
+const (
+	DefaultPath             = "/ws"
+	DefaultSubprotocol      = "edgemux.v1"
+	DefaultMaxHeaderBytes   = 8192
+	DefaultMaxMessage       = 65536
+	DefaultHighWater        = 65536
+	DefaultSlowConsumer     = "close"
+	DefaultPingInterval     = 30 * time.Second
+	DefaultMissedPongs      = 2
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxSubs          = 64
+)
+
+// Hard caps: larger configured values are clamped to them.
+const (
+	MaxHeaderBytesCap = 64 << 10 // the gateway peeks at most this much
+	MaxMessageCap     = 16 << 20
+)
+
+// readBufferSize is gorilla's per-connection read buffer, held for the
+// connection's life. gorilla raises anything smaller to 125 (a whole
+// control frame); it only ever peeks at frame headers (at most 14 bytes)
+// here, since the session strips control frames, and reads payloads
+// straight into the caller's buffer. 128 is the allocator's size class
+// for those 125 bytes.
+const readBufferSize = 128
+
+// writeBufferSize is gorilla's frame buffer, borrowed from a pool for one
+// message at a time; bigger messages go out as one frame anyway (gorilla
+// writes the rest from the caller's slice).
+const writeBufferSize = 4096
+
+// flushAt bounds the output a session stages before handing it to
+// Conn.Write, so a burst of deliveries never grows one buffer unbounded.
+const flushAt = 32 << 10
+
+// Stats are a Handler's counters since New.
+type Stats struct {
+	Sessions          uint64 // connections handed over
+	Upgrades          uint64 // handshakes completed (101)
+	BadRequests       uint64 // handshakes refused with 400 or 405
+	Forbidden         uint64 // handshakes refused with 403 (origin)
+	NotFound          uint64 // handshakes refused with 404 (path)
+	HeaderTooLarge    uint64 // handshakes refused with 431
+	HandshakeTimeouts uint64 // requests incomplete after handshake_timeout
+	Messages          uint64 // data messages received
+	Published         uint64 // pubs accepted by the bus
+	Delivered         uint64 // deliveries staged for the peer
+	Errors            uint64 // {"op":"error"} replies (the connection stays)
+	Violations        uint64 // connections closed with 1002 or 1007
+	TooBig            uint64 // connections closed with 1009
+	PeerCloses        uint64 // close frames received
+	PongTimeouts      uint64 // connections closed for missed pongs
+	SlowClosed        uint64 // connections closed as slow consumers (policy close, or cut off by the bus)
+	SlowDropped       uint64 // messages dropped while over high_water (policy drop)
+}
+
+// counters are the atomic twins of Stats.
+type counters struct {
+	sessions, upgrades, badRequests, forbidden, notFound, headerTooLarge atomic.Uint64
+	handshakeTimeouts, messages, published, delivered, errors            atomic.Uint64
+	violations, tooBig, peerCloses, pongTimeouts, slowClosed, slowDrop   atomic.Uint64
+}
+
+// Handler serves WebSocket connections for the workers of one pool. It is
+// safe for concurrent use; each connection's state is its session.
+type Handler struct {
+	cfg      config.WebSocket
+	bus      *bus.Bus
+	log      *slog.Logger
+	drop     bool // slow_consumer: drop
+	upgrader gorilla.Upgrader
+
+	// writePool holds gorilla's frame buffers. It has no New on purpose
+	// (gorilla #953): gorilla allocates when Get returns nil, and a New
+	// would hand it a value of the wrong type.
+	writePool sync.Pool
+	outPool   sync.Pool // *[]byte staging buffers, held during one call
+	bufPool   sync.Pool // *[]byte message and JSON buffers, held during one call
+	msgPool   sync.Pool // *[]bus.Message drain buffers
+	rwPool    sync.Pool // *bufio.ReadWriter for Hijack, held during one upgrade
+
+	n counters
+}
+
+var _ protocols.Handler = (*Handler)(nil)
+
+// New returns a Handler that publishes into and subscribes from b. Zero
+// cfg fields take the package defaults; a nil log discards.
+func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "websocket")}
+	h.drop = h.cfg.SlowConsumer == "drop"
+	h.upgrader = gorilla.Upgrader{
+		ReadBufferSize:    readBufferSize,
+		WriteBufferSize:   writeBufferSize,
+		WriteBufferPool:   &h.writePool,
+		Subprotocols:      []string{h.cfg.Subprotocol},
+		EnableCompression: h.cfg.Compression,
+		CheckOrigin:       originChecker(h.cfg.AllowedOrigins),
+		Error:             h.handshakeError,
+	}
+	return h
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (h *Handler) Config() config.WebSocket { return h.cfg }
+
+// Stats returns a snapshot of the counters.
+func (h *Handler) Stats() Stats {
+	n := &h.n
+	return Stats{
+		Sessions: n.sessions.Load(), Upgrades: n.upgrades.Load(),
+		BadRequests: n.badRequests.Load(), Forbidden: n.forbidden.Load(),
+		NotFound: n.notFound.Load(), HeaderTooLarge: n.headerTooLarge.Load(),
+		HandshakeTimeouts: n.handshakeTimeouts.Load(), Messages: n.messages.Load(),
+		Published: n.published.Load(), Delivered: n.delivered.Load(), Errors: n.errors.Load(),
+		Violations: n.violations.Load(), TooBig: n.tooBig.Load(), PeerCloses: n.peerCloses.Load(),
+		PongTimeouts: n.pongTimeouts.Load(), SlowClosed: n.slowClosed.Load(), SlowDropped: n.slowDrop.Load(),
+	}
+}
+
+// Open starts a session: it holds no buffer until input arrives, and the
+// handshake deadline runs from now.
+func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
+	h.n.sessions.Add(1)
+	c.SetTimer(h.cfg.HandshakeTimeout)
+	s := &session{h: h, conn: c}
+	s.scan.MaxMessage = int64(h.cfg.MaxMessage)
+	return s, nil
+}
+
+// withDefaults fills zero fields and clamps the rest to the caps.
+func withDefaults(c config.WebSocket) config.WebSocket {
+	orDefault := func(v *int, def, limit int) {
+		if *v <= 0 {
+			*v = def
+		}
+		*v = min(*v, limit)
+	}
+	orDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes, MaxHeaderBytesCap)
+	orDefault(&c.MaxMessage, DefaultMaxMessage, MaxMessageCap)
+	orDefault(&c.HighWater, DefaultHighWater, 1<<30)
+	orDefault(&c.MissedPongs, DefaultMissedPongs, 255) // session counts in a uint8
+	orDefault(&c.MaxSubs, DefaultMaxSubs, 1<<16)
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.Subprotocol == "" {
+		c.Subprotocol = DefaultSubprotocol
+	}
+	if c.SlowConsumer != "drop" {
+		c.SlowConsumer = DefaultSlowConsumer
+	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = DefaultPingInterval
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	return c
+}
+
+// originChecker is CheckOrigin for allowed_origins: nil (empty) keeps
+// gorilla's same-origin check, ["*"] allows any, else the Origin must be
+// in the list (compared without case). A request without Origin is not
+// from a browser and passes, as with gorilla's default.
+func originChecker(allowed []string) func(*http.Request) bool {
+	switch {
+	case len(allowed) == 0:
+		return nil
+	case len(allowed) == 1 && allowed[0] == "*":
+		return func(*http.Request) bool { return true }
+	}
+	list := append([]string(nil), allowed...)
+	return func(r *http.Request) bool {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			return true
+		}
+		for _, o := range list {
+			if strings.EqualFold(o, origin) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func (h *Handler) getBuf(size int) *[]byte {
+	if p, ok := h.bufPool.Get().(*[]byte); ok && cap(*p) >= size {
+		*p = (*p)[:0]
+		return p
+	}
+	b := make([]byte, 0, max(size, 512))
+	return &b
+}
+
+// putBuf keeps only modest buffers, so one big message does not pin
+// memory in the pool.
+func (h *Handler) putBuf(p *[]byte) {
+	if cap(*p) <= 2*flushAt {
+		*p = (*p)[:0]
+		h.bufPool.Put(p)
+	}
+}
+
+func (h *Handler) getOut() *[]byte {
+	if p, ok := h.outPool.Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, 0, 1024)
+	return &b
+}
+
+func (h *Handler) putOut(p *[]byte) {
+	if cap(*p) <= 4*flushAt {
+		*p = (*p)[:0]
+		h.outPool.Put(p)
+	}
+}
+
+func (h *Handler) getMsgs() *[]bus.Message {
+	if p, ok := h.msgPool.Get().(*[]bus.Message); ok {
+		return p
+	}
+	m := make([]bus.Message, 0, 16)
+	return &m
+}
+
+// putMsgs clears the messages so the pool does not pin their payloads.
+func (h *Handler) putMsgs(p *[]bus.Message) {
+	clear(*p)
+	if cap(*p) <= 1024 {
+		*p = (*p)[:0]
+		h.msgPool.Put(p)
+	}
+}
+
+// getRW returns a bufio pair: its reader parses the request and is empty
+// again when Hijack hands it to gorilla (which refuses a hijacked reader
+// with buffered bytes); gorilla borrows the writer's buffer to build the
+// 101 response.
+func (h *Handler) getRW() *bufio.ReadWriter {
+	if rw, ok := h.rwPool.Get().(*bufio.ReadWriter); ok {
+		return rw
+	}
+	return bufio.NewReadWriter(bufio.NewReaderSize(nil, 4096), bufio.NewWriterSize(nil, 512))
+}
+
+// putRW drops the pair's references to the connection before pooling it.
+func (h *Handler) putRW(rw *bufio.ReadWriter) {
+	rw.Reader.Reset(nil)
+	rw.Writer.Reset(nil)
+	h.rwPool.Put(rw)
+}

@@ -1,0 +1,447 @@
+package websocket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	gorilla "github.com/gorilla/websocket"
+
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// session is one connection's state. The owning worker calls it from one
+// goroutine at a time, so it needs no locks. Between calls it holds no
+// buffer unless a message is half received (msg).
+type session struct {
+	h    *Handler
+	conn protocols.Conn
+	ws   *gorilla.Conn // nil until the upgrade
+	scan Scanner
+	msg  []byte          // raw frames of a message still arriving; nil otherwise
+	feed []byte          // what wireConn.Read serves during one gorilla read
+	out  []byte          // output staged during one call (pooled); nil between calls
+	sub  *bus.Subscriber // created on the first sub, closed after the last unsub
+	subs []subscription
+
+	batch      uint16 // data messages staged in out since the last flush (at most flushAt/13)
+	deliveries uint16 // how many of them are deliveries
+	missed     uint8  // pings sent since the peer last sent a frame
+	closing    bool   // an HTTP error or close frame is staged: handle nothing more
+}
+
+// subscription is one filter and whether it wants retained values.
+type subscription struct {
+	filter   string
+	retained bool
+}
+
+var (
+	_ protocols.Session  = (*session)(nil)
+	_ protocols.Notified = (*session)(nil)
+	_ protocols.Timed    = (*session)(nil)
+)
+
+// errClosing is returned to a worker that calls a closing session again.
+var errClosing = errors.New("websocket: session closing")
+
+// Data handles the HTTP request, then frames. Output is staged and
+// written in one piece when the call ends.
+func (s *session) Data(in []byte) (n int, err error) {
+	if s.closing {
+		return len(in), errClosing
+	}
+	p := s.begin()
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.panicked(r)
+		}
+		err = s.end(p, err)
+	}()
+	if s.ws == nil {
+		return s.handshake(in)
+	}
+	return s.frames(in)
+}
+
+// Timer is the handshake deadline before the upgrade and the keepalive
+// after it: a ping every ping_interval, and a close when missed_pongs of
+// them in a row went unanswered.
+func (s *session) Timer() (err error) {
+	if s.closing {
+		return nil
+	}
+	p := s.begin()
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.panicked(r)
+		}
+		err = s.end(p, err)
+	}()
+	if s.ws == nil {
+		s.h.n.handshakeTimeouts.Add(1)
+		s.httpError(http.StatusRequestTimeout, "request not complete within "+s.h.cfg.HandshakeTimeout.String())
+		return ErrHandshakeTimeout
+	}
+	if int(s.missed) >= s.h.cfg.MissedPongs {
+		s.h.n.pongTimeouts.Add(1)
+		return s.closeWith(ClosePolicy, "ping timeout", ErrPongTimeout)
+	}
+	s.missed++
+	s.conn.SetTimer(s.h.cfg.PingInterval)
+	return s.writeControl(gorilla.PingMessage, nil)
+}
+
+// Closed releases the subscription and whatever was half received.
+func (s *session) Closed(error) {
+	s.closing = true
+	if s.sub != nil {
+		s.sub.Close()
+		s.sub = nil
+	}
+	s.subs, s.msg, s.feed = nil, nil, nil
+}
+
+// begin borrows the staging buffer for one call.
+func (s *session) begin() *[]byte {
+	p := s.h.getOut()
+	s.out = *p
+	return p
+}
+
+// end writes what the call staged and returns the buffer. When the call
+// failed, what is staged is an HTTP error or a close frame: it is written
+// if the output buffer takes it, and the connection closes either way.
+func (s *session) end(p *[]byte, err error) error {
+	if err == nil && s.closing {
+		err = fmt.Errorf("%w: gorilla closed the connection", ErrInternal)
+	}
+	if err == nil {
+		err = s.flush()
+	}
+	if err != nil && len(s.out) > 0 {
+		_ = s.conn.Write(s.out) // best effort: the peer may not read
+	}
+	*p = s.out[:0]
+	s.h.putOut(p)
+	s.out, s.batch, s.deliveries = nil, 0, 0
+	return err
+}
+
+// panicked turns a recovered panic into a closing error; nothing staged
+// in the broken call is sent.
+func (s *session) panicked(r any) error {
+	s.closing = true
+	s.out = s.out[:0]
+	return fmt.Errorf("%w: %v", ErrPanic, r)
+}
+
+// flush hands the staged output to the connection. Past the high-water
+// mark (websocket.high_water, or the gateway's own, reported as
+// ErrBackpressure) the slow-consumer policy decides. A peer with nothing
+// buffered is not slow: what is staged is tried however big it is (the
+// gateway may still refuse it).
+func (s *session) flush() error {
+	if len(s.out) == 0 {
+		return nil
+	}
+	staged, deliveries := int(s.batch), uint64(s.deliveries)
+	s.batch, s.deliveries = 0, 0
+	var err error
+	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(s.out) > s.h.cfg.HighWater {
+		err = protocols.ErrBackpressure
+	} else {
+		err = s.conn.Write(s.out)
+	}
+	s.out = s.out[:0]
+	switch {
+	case err == nil:
+		s.h.n.delivered.Add(deliveries)
+	case errors.Is(err, protocols.ErrBackpressure):
+		return s.slow(staged)
+	}
+	return err
+}
+
+// maxServerHeader is the longest header of a frame the server sends.
+const maxServerHeader = 10
+
+// wouldOverflow reports whether staging a message of n bytes would pass
+// the high-water mark: under the drop policy it is dropped instead, so
+// what is staged always fits.
+func (s *session) wouldOverflow(n int) bool {
+	pending := s.conn.Buffered() + len(s.out)
+	return pending > 0 && pending+n+maxServerHeader > s.h.cfg.HighWater
+}
+
+// slow applies the slow-consumer policy to staged messages that did not
+// fit: drop counts and forgets them, close closes with 1008 (a close frame
+// that may not fit either).
+func (s *session) slow(staged int) error {
+	if s.h.drop && s.ws != nil {
+		s.h.n.slowDrop.Add(uint64(staged))
+		return nil
+	}
+	s.h.n.slowClosed.Add(1)
+	return s.closeWith(ClosePolicy, "slow consumer", fmt.Errorf("%w: %d bytes buffered", ErrSlowConsumer, s.conn.Buffered()))
+}
+
+// frames scans the input: control frames are answered and removed, the
+// bytes of data frames are collected until their message is complete,
+// then the message is read through gorilla. Incomplete headers and
+// control frames stay unconsumed (the worker keeps them); a data frame's
+// payload is consumed as it arrives.
+func (s *session) frames(in []byte) (int, error) {
+	pos, run := 0, -1 // run: where this call's bytes of the current message start
+	for pos < len(in) && !s.closing {
+		ev, err := s.scan.Next(in[pos:])
+		if err != nil {
+			return pos, s.violation(err)
+		}
+		switch ev.Kind {
+		case NeedMore:
+			s.keep(in, run, pos)
+			return pos, nil
+		case Control:
+			s.keep(in, run, pos) // the message's bytes must stay contiguous
+			run = -1
+			s.missed = 0
+			err = s.control(ev.Header, in[pos+ev.Header.Size:pos+ev.N])
+		default:
+			if ev.Kind == DataHeader {
+				s.missed = 0
+			}
+			if run < 0 {
+				run = pos
+			}
+			if ev.End {
+				err = s.message(in[run : pos+ev.N])
+				run = -1
+			}
+		}
+		pos += ev.N
+		if err != nil {
+			return pos, err
+		}
+	}
+	s.keep(in, run, pos)
+	return pos, nil
+}
+
+// keep copies this call's bytes of an unfinished message to msg.
+func (s *session) keep(in []byte, run, pos int) {
+	if run >= 0 && pos > run {
+		s.msg = append(s.msg, in[run:pos]...)
+	}
+}
+
+// control answers one control frame.
+func (s *session) control(h Header, payload []byte) error {
+	var buf [MaxControlPayload]byte
+	p := buf[:copy(buf[:], payload)]
+	unmask(h.Mask, p)
+	switch h.Opcode {
+	case OpPing:
+		return s.writeControl(gorilla.PongMessage, p)
+	case OpClose:
+		return s.peerClose(p)
+	}
+	return nil // a pong: liveness is all it says
+}
+
+// peerClose checks a close frame, echoes its code and ends the session.
+func (s *session) peerClose(p []byte) error {
+	s.h.n.peerCloses.Add(1)
+	switch {
+	case len(p) == 0:
+		_ = s.writeControl(gorilla.CloseMessage, nil)
+		s.closing = true
+		return ErrPeerClose
+	case len(p) == 1:
+		return s.violation(fmt.Errorf("%w: close frame with a one-byte payload", ErrProtocol))
+	}
+	code := binary.BigEndian.Uint16(p)
+	if !validCloseCode(code) {
+		return s.violation(fmt.Errorf("%w: close code %d", ErrProtocol, code))
+	}
+	if !utf8.Valid(p[2:]) {
+		return s.violation(fmt.Errorf("%w: close reason is not UTF-8", ErrInvalidPayload))
+	}
+	_ = s.writeControl(gorilla.CloseMessage, p[:2])
+	s.closing = true
+	return fmt.Errorf("%w: code %d", ErrPeerClose, code)
+}
+
+// validCloseCode accepts the codes a peer may send (RFC 6455 §7.4 and the
+// IANA registry): not 1004-1006 or 1015, which mean something only
+// locally, nor unassigned ones.
+func validCloseCode(code uint16) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
+		return true
+	}
+	return code >= 3000 && code <= 4999
+}
+
+// message reads one complete message (its raw frames: tail, after what
+// msg holds) through gorilla, checks it and handles it.
+func (s *session) message(tail []byte) error {
+	raw := tail
+	if s.msg != nil {
+		s.msg = append(s.msg, tail...)
+		raw = s.msg
+	}
+	s.h.n.messages.Add(1)
+	bp := s.h.getBuf(len(raw))
+	typ, data, err := s.read(raw, (*bp)[:0])
+	s.msg = nil // free it: an idle session holds no input
+	if err == nil {
+		err = s.handleMessage(typ, data)
+	}
+	*bp = data[:0]
+	s.h.putBuf(bp)
+	return err
+}
+
+// read has gorilla read the message in raw (unmask, inflate) into dst.
+func (s *session) read(raw, dst []byte) (int, []byte, error) {
+	s.feed = raw
+	typ, r, err := s.ws.NextReader()
+	if err == nil {
+		dst, err = readAll(r, dst, s.h.cfg.MaxMessage)
+		if c, ok := r.(io.Closer); ok {
+			_ = c.Close() // hands an inflater back to gorilla's pool
+		}
+	}
+	left := len(s.feed)
+	s.feed = nil
+	switch {
+	case err == nil && left > 0:
+		err = fmt.Errorf("%w: gorilla left %d bytes of the message", ErrInternal, left)
+	case err == nil:
+		return typ, dst, nil
+	case errors.Is(err, ErrTooBig):
+	case errors.Is(err, errNoInput):
+		err = fmt.Errorf("%w: %w", ErrInternal, err)
+	default: // the inflater's complaint: the payload is not deflate data
+		err = fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+	}
+	return typ, dst, s.violation(err)
+}
+
+// readAll reads r to EOF into dst, failing with ErrTooBig past limit
+// bytes (an inflated message may be far larger than its frames).
+func readAll(r io.Reader, dst []byte, limit int) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(max(cap(dst), 512), limit+1-len(dst)))
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		switch {
+		case len(dst) > limit:
+			return dst, fmt.Errorf("%w: inflates past %d bytes", ErrTooBig, limit)
+		case err == io.EOF:
+			return dst, nil
+		case err != nil:
+			return dst, err
+		}
+	}
+}
+
+// handleMessage applies the JSON protocol to a text message.
+func (s *session) handleMessage(typ int, data []byte) error {
+	if typ != gorilla.TextMessage {
+		return s.replyError("binary", "send JSON in text messages")
+	}
+	if !utf8.Valid(data) {
+		return s.violation(fmt.Errorf("%w: text message is not UTF-8", ErrInvalidPayload))
+	}
+	return s.request(data)
+}
+
+// violation closes the connection for what err says the peer did wrong:
+// 1009 for a message too big, 1007 for invalid payload data, 1011 for
+// our own bug, 1002 for everything else.
+func (s *session) violation(err error) error {
+	code := CloseProtocolError
+	switch {
+	case errors.Is(err, ErrTooBig):
+		s.h.n.tooBig.Add(1)
+		return s.closeWith(CloseTooBig, "message too big", err)
+	case errors.Is(err, ErrInternal):
+		s.h.log.Error("gorilla disagrees with the frame scanner", "conn", s.conn.ID(), "err", err)
+		return s.closeWith(CloseInternal, "internal error", err)
+	case errors.Is(err, ErrInvalidPayload):
+		code = CloseInvalidPayload
+	}
+	s.h.n.violations.Add(1)
+	return s.closeWith(code, closeReason(err), fmt.Errorf("%w: %w", err, protocols.ErrMalformed))
+}
+
+// closeReason is err's text without the package prefix, cut to fit a
+// close frame on a UTF-8 boundary.
+func closeReason(err error) string {
+	r := err.Error()
+	if len(r) > 11 && r[:11] == "websocket: " {
+		r = r[11:]
+	}
+	limit := MaxControlPayload - 2
+	for len(r) > limit || !utf8.ValidString(r) {
+		limit--
+		r = r[:min(len(r), limit)]
+	}
+	return r
+}
+
+// closeWith stages a close frame once and returns err, which closes the
+// connection when the call ends.
+func (s *session) closeWith(code int, reason string, err error) error {
+	if !s.closing && s.ws != nil {
+		_ = s.ws.WriteControl(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, reason), time.Time{})
+	}
+	s.closing = true
+	return err
+}
+
+// writeControl stages a ping, pong or close through gorilla's write path.
+func (s *session) writeControl(typ int, payload []byte) error {
+	if err := s.ws.WriteControl(typ, payload, time.Time{}); err != nil {
+		return fmt.Errorf("%w: %w", ErrInternal, err)
+	}
+	return nil
+}
+
+// writeText stages one text message and flushes when enough is staged.
+// A message that would not fit under the high-water mark is dropped under
+// the drop policy; under close, the flush that follows it fails.
+func (s *session) writeText(p []byte, delivery bool) error {
+	if s.wouldOverflow(len(p)) {
+		if s.h.drop {
+			s.h.n.slowDrop.Add(1)
+			return nil
+		}
+		// Hand over what fits, so the close policy closes on the
+		// message that does not rather than on a whole batch.
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	if err := s.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
+		return fmt.Errorf("%w: %w", ErrInternal, err)
+	}
+	s.batch++
+	if delivery {
+		s.deliveries++
+	}
+	if len(s.out) >= flushAt {
+		return s.flush()
+	}
+	return nil
+}
