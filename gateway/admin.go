@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgemux/edgemux/gateway/dashboard"
 	"github.com/edgemux/edgemux/registry"
 )
 
@@ -41,6 +42,7 @@ func newAdmin(g *Gateway) *admin {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/registry", a.registry)
 	mux.HandleFunc("GET /api/stats", a.stats)
+	mux.Handle("/", dashboard.Handler())
 	a.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

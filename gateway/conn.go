@@ -49,14 +49,17 @@ func b2u(b bool) uint32 {
 	return 0
 }
 
-// Write sends p now when the socket takes it and buffers the rest, up to
-// the high-water mark; past it nothing is written and ErrBackpressure is
-// returned, so a frame is never cut in half.
+// Write sends p now when the socket takes it and buffers the rest. While
+// output is already waiting, a write that would take the buffer past the
+// high-water mark writes nothing and returns ErrBackpressure, so a frame is
+// never cut in half. A write to an empty buffer always goes ahead, so one
+// message larger than the mark (bounded by its protocol's own limit) can
+// still be sent to a peer that keeps up.
 func (c *conn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
 	}
-	if len(c.out)+len(p) > c.highWater() {
+	if len(c.out) > 0 && len(c.out)+len(p) > c.highWater() {
 		c.w.g.metrics.backpressure.Inc()
 		return protocols.ErrBackpressure
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
+	"github.com/edgemux/edgemux/protocols/websocket"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route/bus"
 )
@@ -104,6 +105,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
 	handlers := map[string]protocols.Handler{
 		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
+		"websocket":  websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket")),
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
 	}
 	for name, h := range opt.Handlers {

@@ -155,4 +155,4 @@ func sniMatches(pattern, name string) bool {
 const peekCap = 64 << 10
 
 // wsHeaderBytes is the WebSocket handshake header limit.
-func wsHeaderBytes(cfg config.Config) int { return 8192 }
+func wsHeaderBytes(cfg config.Config) int { return cfg.WebSocket.MaxHeaderBytes }
