@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 
 	"github.com/edgemux/edgemux/config"
@@ -47,8 +46,8 @@ type Handler struct {
 	bus *bus.Bus
 	log *slog.Logger
 
-	outPool sync.Pool // *[]byte output buffers, only held during a call
-	msgPool sync.Pool // *[]bus.Message drain buffers, only held during a call
+	out  protocols.Scratch[byte]        // output buffers, only held during a call
+	msgs protocols.Scratch[bus.Message] // drain buffers, only held during a call
 
 	sessions, published, delivered      atomic.Uint64
 	rejected, violations, slowConsumers atomic.Uint64
@@ -64,7 +63,11 @@ func New(cfg config.Private, b *bus.Bus, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "private")}
+	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "private")}
+	// Keep only modest buffers, so one burst does not pin memory.
+	h.out.Min, h.out.Max = 512, 2*flushAt
+	h.msgs.Min, h.msgs.Max = 16, h.cfg.Queue
+	return h
 }
 
 // Config returns the configuration in effect, defaults filled in.
@@ -104,39 +107,6 @@ func (s *session) Timer() error {
 	return err
 }
 
-func (h *Handler) getOut() *[]byte {
-	if p, ok := h.outPool.Get().(*[]byte); ok {
-		return p
-	}
-	b := make([]byte, 0, 512)
-	return &b
-}
-
-// putOut keeps only modest buffers, so one burst does not pin memory.
-func (h *Handler) putOut(p *[]byte) {
-	if cap(*p) <= 2*flushAt {
-		*p = (*p)[:0]
-		h.outPool.Put(p)
-	}
-}
-
-func (h *Handler) getMsgs() *[]bus.Message {
-	if p, ok := h.msgPool.Get().(*[]bus.Message); ok {
-		return p
-	}
-	m := make([]bus.Message, 0, 16)
-	return &m
-}
-
-// putMsgs clears the messages so the pool does not pin their payloads.
-func (h *Handler) putMsgs(p *[]bus.Message) {
-	clear(*p)
-	if cap(*p) <= h.cfg.Queue {
-		*p = (*p)[:0]
-		h.msgPool.Put(p)
-	}
-}
-
 // session is one connection's state. The owning worker calls it from one
 // goroutine at a time, so it needs no locks.
 type session struct {
@@ -161,8 +131,8 @@ var ErrHelloTimeout = errors.New("private: no HELLO within hello_within")
 // batch.
 func (s *session) Data(in []byte) (consumed int, err error) {
 	defer s.recoverPanic(&err)
-	buf := s.h.getOut()
-	defer s.h.putOut(buf)
+	buf := s.h.out.Get(0)
+	defer s.h.out.Put(buf)
 	out := *buf
 	for consumed < len(in) && err == nil {
 		f, n, perr := ParseFrame(in[consumed:], s.h.cfg.MaxFrame)
@@ -409,11 +379,11 @@ func (s *session) Notified() (err error) {
 		return nil
 	}
 	defer s.recoverPanic(&err)
-	msgs := s.h.getMsgs()
-	defer s.h.putMsgs(msgs)
+	msgs := s.h.msgs.Get(0)
+	defer s.h.msgs.Put(msgs)
 	*msgs = s.sub.Drain((*msgs)[:0])
-	buf := s.h.getOut()
-	defer s.h.putOut(buf)
+	buf := s.h.out.Get(0)
+	defer s.h.out.Put(buf)
 	out := *buf
 	for i := range *msgs {
 		if out, err = s.appendDelivery(out, &(*msgs)[i]); err != nil {

@@ -95,10 +95,10 @@ type Handler struct {
 	// (gorilla #953): gorilla allocates when Get returns nil, and a New
 	// would hand it a value of the wrong type.
 	writePool sync.Pool
-	outPool   sync.Pool // *[]byte staging buffers, held during one call
-	bufPool   sync.Pool // *[]byte message and JSON buffers, held during one call
-	msgPool   sync.Pool // *[]bus.Message drain buffers
-	rwPool    sync.Pool // *bufio.ReadWriter for Hijack, held during one upgrade
+	out       protocols.Scratch[byte]        // staging buffers, held during one call
+	buf       protocols.Scratch[byte]        // message and JSON buffers, held during one call
+	msgs      protocols.Scratch[bus.Message] // drain buffers
+	rwPool    sync.Pool                      // *bufio.ReadWriter for Hijack, held during one upgrade
 
 	n counters
 }
@@ -113,6 +113,10 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 	}
 	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "websocket")}
 	h.drop = h.cfg.SlowConsumer == "drop"
+	// Keep only modest buffers, so one big message does not pin memory.
+	h.out.Min, h.out.Max = 1024, 4*flushAt
+	h.buf.Min, h.buf.Max = 512, 2*flushAt
+	h.msgs.Min, h.msgs.Max = 16, 1024
 	h.upgrader = gorilla.Upgrader{
 		ReadBufferSize:    readBufferSize,
 		WriteBufferSize:   writeBufferSize,
@@ -206,56 +210,6 @@ func originChecker(allowed []string) func(*http.Request) bool {
 			}
 		}
 		return false
-	}
-}
-
-func (h *Handler) getBuf(size int) *[]byte {
-	if p, ok := h.bufPool.Get().(*[]byte); ok && cap(*p) >= size {
-		*p = (*p)[:0]
-		return p
-	}
-	b := make([]byte, 0, max(size, 512))
-	return &b
-}
-
-// putBuf keeps only modest buffers, so one big message does not pin
-// memory in the pool.
-func (h *Handler) putBuf(p *[]byte) {
-	if cap(*p) <= 2*flushAt {
-		*p = (*p)[:0]
-		h.bufPool.Put(p)
-	}
-}
-
-func (h *Handler) getOut() *[]byte {
-	if p, ok := h.outPool.Get().(*[]byte); ok {
-		return p
-	}
-	b := make([]byte, 0, 1024)
-	return &b
-}
-
-func (h *Handler) putOut(p *[]byte) {
-	if cap(*p) <= 4*flushAt {
-		*p = (*p)[:0]
-		h.outPool.Put(p)
-	}
-}
-
-func (h *Handler) getMsgs() *[]bus.Message {
-	if p, ok := h.msgPool.Get().(*[]bus.Message); ok {
-		return p
-	}
-	m := make([]bus.Message, 0, 16)
-	return &m
-}
-
-// putMsgs clears the messages so the pool does not pin their payloads.
-func (h *Handler) putMsgs(p *[]bus.Message) {
-	clear(*p)
-	if cap(*p) <= 1024 {
-		*p = (*p)[:0]
-		h.msgPool.Put(p)
 	}
 }
 

@@ -160,11 +160,11 @@ func (s *session) Notified() (err error) {
 	if s.sub.Disconnected() {
 		return s.slowSubscriber()
 	}
-	msgs := s.h.getMsgs()
-	defer s.h.putMsgs(msgs)
+	msgs := s.h.msgs.Get(0)
+	defer s.h.msgs.Put(msgs)
 	*msgs = s.sub.Drain((*msgs)[:0])
-	js := s.h.getBuf(512)
-	defer s.h.putBuf(js)
+	js := s.h.buf.Get(512)
+	defer s.h.buf.Put(js)
 	for i := range *msgs {
 		m := &(*msgs)[i]
 		if !s.wanted(m) {
@@ -199,7 +199,7 @@ func (s *session) reply(p []byte) error { return s.writeText(p, false) }
 // stays open.
 func (s *session) replyError(code, msg string) error {
 	s.h.n.errors.Add(1)
-	bp := s.h.getBuf(64 + len(msg))
+	bp := s.h.buf.Get(64 + len(msg))
 	b := append((*bp)[:0], `{"op":"error","code":`...)
 	b = appendJSONString(b, code)
 	b = append(b, `,"msg":`...)
@@ -207,7 +207,7 @@ func (s *session) replyError(code, msg string) error {
 	b = append(b, '}')
 	err := s.reply(b)
 	*bp = b
-	s.h.putBuf(bp)
+	s.h.buf.Put(bp)
 	return err
 }
 

@@ -110,7 +110,7 @@ func (s *session) Closed(error) {
 
 // begin borrows the staging buffer for one call.
 func (s *session) begin() *[]byte {
-	p := s.h.getOut()
+	p := s.h.out.Get(0)
 	s.out = *p
 	return p
 }
@@ -129,7 +129,7 @@ func (s *session) end(p *[]byte, err error) error {
 		_ = s.conn.Write(s.out) // best effort: the peer may not read
 	}
 	*p = s.out[:0]
-	s.h.putOut(p)
+	s.h.out.Put(p)
 	s.out, s.batch, s.deliveries = nil, 0, 0
 	return err
 }
@@ -298,14 +298,14 @@ func (s *session) message(tail []byte) error {
 		raw = s.msg
 	}
 	s.h.n.messages.Add(1)
-	bp := s.h.getBuf(len(raw))
+	bp := s.h.buf.Get(len(raw))
 	typ, data, err := s.read(raw, (*bp)[:0])
 	s.msg = nil // free it: an idle session holds no input
 	if err == nil {
 		err = s.handleMessage(typ, data)
 	}
 	*bp = data[:0]
-	s.h.putBuf(bp)
+	s.h.buf.Put(bp)
 	return err
 }
 
