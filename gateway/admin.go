@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,11 @@ func newAdmin(g *Gateway) *admin {
 	mux.HandleFunc("GET /debug/registry", a.registry)
 	mux.HandleFunc("GET /api/stats", a.stats)
 	mux.Handle("/", dashboard.Handler())
+	// Go's profiler, for operators chasing memory or CPU on a live box.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	a.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -12,6 +12,20 @@ import (
 // pays for a full queue.
 const initialRing = 16
 
+// smallRings recycles initial-size queues: Drain gives an emptied queue
+// back, so an idle subscriber holds no queue at all (a 16-message queue is
+// about 1 KB, more than the rest of an idle WebSocket connection), while a
+// busy one takes a queue from the pool again on its next delivery.
+var smallRings = sync.Pool{New: func() any { return new([initialRing]Message) }}
+
+// releaseRing empties the queue storage; s.mu is held and s.n is 0.
+func (s *Subscriber) releaseRing() {
+	if len(s.ring) == initialRing {
+		smallRings.Put((*[initialRing]Message)(s.ring))
+	}
+	s.ring, s.head = nil, 0
+}
+
 // Subscriber receives the messages of its filters through a bounded queue.
 // Its methods are safe for concurrent use.
 type Subscriber struct {
@@ -158,7 +172,8 @@ func (s *Subscriber) Drain(dst []Message) []Message {
 		dst = append(dst, *slot)
 		*slot = Message{} // do not pin the payload
 	}
-	s.head, s.n = 0, 0
+	s.n = 0
+	s.releaseRing()
 	s.mu.Unlock()
 	return dst
 }
@@ -273,7 +288,12 @@ func (s *Subscriber) grow() bool {
 	if len(s.ring) >= limit {
 		return false
 	}
-	ring := make([]Message, min(max(2*len(s.ring), initialRing), limit))
+	var ring []Message
+	if size := min(max(2*len(s.ring), initialRing), limit); size == initialRing {
+		ring = smallRings.Get().(*[initialRing]Message)[:]
+	} else {
+		ring = make([]Message, size)
+	}
 	for i := 0; i < s.n; i++ {
 		ring[i] = s.ring[(s.head+i)%len(s.ring)]
 	}
