@@ -14,7 +14,10 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
+# The WebSocket comparison is a module of its own (nbio stays out of ours);
+# it goes first so the main suite's summary is what the run ends with.
 race:
+	cd examples/bench/wscompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 	$(GO) test -race -timeout 30m ./...
 
 build:
