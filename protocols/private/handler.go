@@ -263,6 +263,7 @@ func (s *session) subscribe(filter string) error {
 		if err != nil {
 			return err
 		}
+		sub.SetQueue(s.h.cfg.Queue) // private.queue, not bus.queue
 		s.sub = sub
 	}
 	if held := s.sub.Filters(); len(held) >= s.h.cfg.MaxSubs && !contains(held, filter) {

@@ -417,8 +417,8 @@ func TestSessionBackpressure(t *testing.T) {
 }
 
 func TestSessionBusDisconnect(t *testing.T) {
-	b := newBus(bus.Options{Queue: 4, Drop: bus.Disconnect})
-	h := New(config.Private{}, b, nil)
+	b := newBus(bus.Options{Queue: 256, Drop: bus.Disconnect})
+	h := New(config.Private{Queue: 4}, b, nil) // private.queue sizes the subscriber
 	ts := openSession(t, h)
 	ts.hello()
 	if err := ts.feed(subFrame(TypeSub, 0, "q/#")); err != nil {

@@ -446,6 +446,28 @@ func TestQueueGrowsLazily(t *testing.T) {
 	}
 }
 
+func TestSetQueueAndIdleRelease(t *testing.T) {
+	b := newTestBus(t, Options{Queue: 256})
+	s := mustSub(t, b, nil, "#")
+	s.SetQueue(20)
+	for i := range 50 {
+		mustPublish(t, b, "t", fmt.Sprint(i))
+	}
+	if len(s.ring) != 20 || s.Dropped() != 30 {
+		t.Fatalf("ring %d dropped %d; want the subscriber's own limit 20 and 30 dropped", len(s.ring), s.Dropped())
+	}
+	if msgs := s.Drain(nil); len(msgs) != 20 || string(msgs[0].Payload) != "30" {
+		t.Fatalf("drained %d, first %q", len(msgs), msgs[0].Payload)
+	}
+	if s.ring != nil {
+		t.Fatal("a drained subscriber kept its queue")
+	}
+	mustPublish(t, b, "t", "again")
+	if len(s.ring) != initialRing || s.Len() != 1 {
+		t.Fatalf("after release: ring %d len %d", len(s.ring), s.Len())
+	}
+}
+
 func TestDropPolicies(t *testing.T) {
 	tests := []struct {
 		policy       DropPolicy

@@ -38,6 +38,7 @@ type Subscriber struct {
 	detached bool // filters removed and the subscriber no longer counted
 
 	mu     sync.Mutex
+	queue  int       // queue limit; 0 = Options.Queue
 	ring   []Message // nil until the first delivery
 	head   int       // index of the oldest queued message
 	n      int       // queued messages
@@ -64,6 +65,15 @@ func (b *Bus) NewSubscriber(notify func()) (*Subscriber, error) {
 		}
 	}
 	return &Subscriber{bus: b, notify: notify, id: b.nextSubID.Add(1)}, nil
+}
+
+// SetQueue sets this subscriber's queue limit (messages), for protocols
+// whose configuration sizes their own queues; n <= 0 restores
+// Options.Queue. A queue already longer keeps what it holds.
+func (s *Subscriber) SetQueue(n int) {
+	s.mu.Lock()
+	s.queue = max(n, 0)
+	s.mu.Unlock()
 }
 
 // Subscribe adds an MQTT filter and queues at once the cached last value
@@ -285,6 +295,9 @@ func (s *Subscriber) overflow(m *Message) (pushResult, int) {
 // grow enlarges a full ring, keeping order, unless it is at Options.Queue.
 func (s *Subscriber) grow() bool {
 	limit := s.bus.opt.Queue
+	if s.queue > 0 {
+		limit = s.queue
+	}
 	if len(s.ring) >= limit {
 		return false
 	}
