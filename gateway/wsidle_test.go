@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -52,35 +51,12 @@ func TestIdleWebSocketsCostNoGoroutines(t *testing.T) {
 	httpGet(t, g, "/healthz")
 	before := rbSettledGoroutines()
 
-	conns := make([]net.Conn, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				c, err := wsHandshake(addr, 0, i)
-				if err != nil {
-					errs <- fmt.Errorf("connection %d: %w", i, err)
-					return
-				}
-				conns[i] = c
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
+	conns := rbOpenIdle(t, n, 8, func(i int) (net.Conn, error) { return wsHandshake(addr, 0, i) })
 	t.Cleanup(func() {
 		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
+			c.Close()
 		}
 	})
-	for err := range errs {
-		t.Fatal(err)
-	}
 	after := rbSettledGoroutines()
 	t.Logf("goroutines: %d before, %d with %d idle WebSocket connections", before, after, n)
 	if grew := after - before; grew >= 50 {
