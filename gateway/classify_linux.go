@@ -183,7 +183,8 @@ func (l *loop) quarantine(rt *runtimeConfig, fd int, gen uint32, s *registry.Slo
 }
 
 // expire handles a loop timer: the sniff deadline.
-func (l *loop) expire(rt *runtimeConfig, t timer) {
+func (l *loop) expire(t timer) {
+	rt := l.g.rt.Load()
 	fd, gen := int(t.id>>32), uint32(t.id)
 	s := l.g.reg.Live(fd, gen)
 	if s == nil || s.State() != registry.Sniffing {

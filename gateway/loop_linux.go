@@ -52,6 +52,7 @@ type loop struct {
 	udp      *udpSocket    // this loop's share of the UDP port, or nil
 	udpAgain bool          // the UDP socket was not drained to EAGAIN
 	woke     bool          // a worker was unparked since the last epoll_wait
+	expireFn func(timer)   // l.expire as a value made once: no closure per iteration
 
 	cmdMu   sync.Mutex
 	cmds    uint32
@@ -87,6 +88,7 @@ func (l *loop) open(addr netip.AddrPort) (netip.AddrPort, error) {
 	}
 	l.spare, _ = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	l.wheel = newWheel(sniffWheelSlots, uint64(time.Since(l.g.start)/loopTick))
+	l.expireFn = l.expire
 	l.peek = make([]byte, peekCap+1)
 	l.events = make([]unix.EpollEvent, maxEvents)
 	return addr, nil
@@ -173,7 +175,7 @@ func (l *loop) run() {
 		l.flushBacklog()
 		l.resume()
 		now := uint64(time.Since(l.g.start) / loopTick)
-		l.wheel.advance(now, func(t timer) { l.expire(rt, t) })
+		l.wheel.advance(now, l.expireFn)
 		for _, w := range l.inline {
 			if w != nil {
 				w.poll()
