@@ -18,8 +18,15 @@ import (
 // TestOnePortEndToEnd: on one port at once, private-protocol devices
 // publish and subscribe through the bus, an HTTP client reads /metrics, a
 // garbage client lands in quarantine, and a TLS client is forwarded by SNI
-// to a backend with its ClientHello intact.
+// to a backend with its ClientHello intact. Under every dispatch policy:
+// inline runs the workers on the loops themselves.
 func TestOnePortEndToEnd(t *testing.T) {
+	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+		t.Run(policy, func(t *testing.T) { testOnePort(t, policy) })
+	}
+}
+
+func testOnePort(t *testing.T, policy string) {
 	backend := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "backend saw %s %s", r.Method, r.URL.Path)
 	}))
@@ -31,6 +38,7 @@ func TestOnePortEndToEnd(t *testing.T) {
 		Action:  "forward",
 		Backend: strings.TrimPrefix(backend.URL, "https://"),
 	}}, cfg.Routes...)
+	cfg.Dispatch.Policy = policy
 	cfg.Normalize()
 	g := startGateway(t, cfg, Options{})
 	addr := g.Addr().String()
