@@ -11,24 +11,33 @@ import (
 )
 
 // conn is a worker-owned connection: the protocols.Conn that sessions see.
-// It is small on purpose; an idle connection holds no buffers.
+// It is small on purpose (96 bytes, a test holds it there): an idle
+// connection holds no buffers, and ticks are 32-bit worker ticks compared
+// by difference, so they wrap safely (2^31 ticks of 100 ms is 6.8 years,
+// far past any timeout).
 type conn struct {
 	w          *worker
 	sess       protocols.Session
 	peer       netip.AddrPort
-	in         []byte // input the session has not consumed yet
-	out        []byte // output the socket has not taken yet
-	lastActive uint64 // worker ticks
-	idleTicks  uint64
-	timerDue   uint64 // worker tick of the session timer; 0 = none
-	fd         int
+	io         *connIO // buffers while input or output waits; nil while idle
+	lastActive uint32  // worker tick of the last input
+	idleTicks  uint32  // idle timeout in ticks; 0 = none
+	timerDue   uint32  // worker tick of the session timer, when timerSet
+	fd         int32
 	gen        uint32
 	notified   atomic.Uint32
 	proto      sniff.Proto
-	reason     protocols.Reason
+	reason     uint8 // index into reasonNames
 	closed     bool
 	probing    bool // a silent peer we are probing; answered() ends it
 	recorded   bool // already in the quarantine book
+	timerSet   bool
+}
+
+// connIO is what a busy connection buffers.
+type connIO struct {
+	in  []byte // input the session has not consumed yet
+	out []byte // output the socket has not taken yet
 }
 
 var _ protocols.Conn = (*conn)(nil)
@@ -36,11 +45,65 @@ var _ protocols.Conn = (*conn)(nil)
 func (c *conn) id() uint64               { return uint64(c.fd)<<32 | uint64(c.gen) }
 func (c *conn) ID() uint64               { return c.id() }
 func (c *conn) Peer() netip.AddrPort     { return c.peer }
-func (c *conn) Reason() protocols.Reason { return c.reason }
-func (c *conn) Buffered() int            { return len(c.out) }
+func (c *conn) Reason() protocols.Reason { return reasonNames[c.reason] }
+func (c *conn) Buffered() int            { return len(c.output()) }
 func (c *conn) Notify()                  { c.w.notify(c) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
-func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.Slot(c.fd).WantWrite.Store(b2u(want)) }
+func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.Slot(int(c.fd)).WantWrite.Store(b2u(want)) }
+
+// input and output are the buffered bytes, nil when there are none.
+func (c *conn) input() []byte {
+	if c.io == nil {
+		return nil
+	}
+	return c.io.in
+}
+
+func (c *conn) output() []byte {
+	if c.io == nil {
+		return nil
+	}
+	return c.io.out
+}
+
+// setInput and setOutput keep b (nil or empty: none) and let the buffers
+// go once both are empty.
+func (c *conn) setInput(b []byte) {
+	if len(b) == 0 {
+		b = nil
+	}
+	if c.io == nil {
+		if b == nil {
+			return
+		}
+		c.io = &connIO{}
+	}
+	c.io.in = b
+	c.dropIdleIO()
+}
+
+func (c *conn) setOutput(b []byte) {
+	if len(b) == 0 {
+		b = nil
+	}
+	if c.io == nil {
+		if b == nil {
+			return
+		}
+		c.io = &connIO{}
+	}
+	c.io.out = b
+	c.dropIdleIO()
+}
+
+func (c *conn) dropIdleIO() {
+	if c.io.in == nil && c.io.out == nil {
+		c.io = nil
+	}
+}
+
+// ticks converts a duration to worker ticks, rounding up.
+func ticks(d time.Duration) uint32 { return uint32((d + workerTick - 1) / workerTick) }
 
 func b2u(b bool) uint32 {
 	if b {
@@ -59,21 +122,22 @@ func (c *conn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
 	}
-	if len(c.out) > 0 && len(c.out)+len(p) > c.highWater() {
+	out := c.output()
+	if len(out) > 0 && len(out)+len(p) > c.highWater() {
 		c.w.g.metrics.backpressure.Inc()
 		return protocols.ErrBackpressure
 	}
-	if len(c.out) > 0 {
-		c.out = append(c.out, p...)
+	if len(out) > 0 {
+		c.setOutput(append(out, p...))
 		return nil
 	}
-	n, err := writeFD(c.fd, p)
+	n, err := writeFD(int(c.fd), p)
 	if err != nil && !errors.Is(err, errAgain) {
 		c.Close(err)
 		return err
 	}
 	if n < len(p) {
-		c.out = append(c.out, p[n:]...)
+		c.setOutput(append([]byte(nil), p[n:]...))
 		c.slotWantsWrite(true)
 	}
 	return nil
@@ -81,18 +145,20 @@ func (c *conn) Write(p []byte) error {
 
 // flush writes buffered output after an EPOLLOUT edge.
 func (c *conn) flush() {
-	for len(c.out) > 0 {
-		n, err := writeFD(c.fd, c.out)
+	out := c.output()
+	for len(out) > 0 {
+		n, err := writeFD(int(c.fd), out)
+		out = out[n:]
 		if errors.Is(err, errAgain) {
+			c.setOutput(out)
 			return
 		}
 		if err != nil {
 			c.Close(err)
 			return
 		}
-		c.out = c.out[n:]
 	}
-	c.out = nil
+	c.setOutput(nil)
 	c.slotWantsWrite(false)
 }
 
@@ -100,10 +166,9 @@ func (c *conn) flush() {
 // timeout applies from now on.
 func (c *conn) answered() {
 	c.probing = false
-	idle := c.w.pool.idle
-	c.idleTicks = uint64((idle + workerTick - 1) / workerTick)
-	if idle <= 0 {
-		c.idleTicks = 1 << 62
+	c.idleTicks = 0
+	if idle := c.w.pool.idle; idle > 0 {
+		c.idleTicks = ticks(idle)
 	}
 }
 
@@ -114,16 +179,15 @@ func (c *conn) Close(reason error) {
 		return
 	}
 	c.closed = true
-	if len(c.out) > 0 {
-		writeFD(c.fd, c.out) // best effort: the peer may have gone
-		c.out = nil
+	if out := c.output(); len(out) > 0 {
+		writeFD(int(c.fd), out) // best effort: the peer may have gone
 	}
-	c.in = nil
+	c.io = nil
 	w := c.w
 	if w.conns[c.fd] == c {
 		w.conns[c.fd] = nil
 	}
-	w.g.closeConn(c.fd, c.gen)
+	w.g.closeConn(int(c.fd), c.gen)
 	w.pool.release(w.local)
 	w.g.metrics.closed(c.proto, reason)
 	if c.sess != nil {
@@ -136,13 +200,13 @@ func (c *conn) Close(reason error) {
 // stays in the wheel and is ignored when it fires (its due tick differs).
 func (c *conn) SetTimer(d time.Duration) {
 	if c.closed || d <= 0 {
-		c.timerDue = 0
+		c.timerSet = false
 		return
 	}
-	due := c.w.ticks + uint64((d+workerTick-1)/workerTick)
-	if due == c.timerDue {
+	due := c.w.ticks + uint64(ticks(d))
+	if c.timerSet && c.timerDue == uint32(due) {
 		return
 	}
-	c.timerDue = due
+	c.timerDue, c.timerSet = uint32(due), true
 	c.w.wheel.add(c.id(), due, timerSession)
 }

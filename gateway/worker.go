@@ -194,8 +194,11 @@ func (w *worker) handle(id uint64) {
 // open makes the conn for a connection just handed over and starts its
 // session.
 func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
-	reason := protocols.Reason(reasonNames[(bits>>8)&0xff])
-	c := &conn{w: w, fd: fd, gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
+	reason := uint8(bits >> 8)
+	if int(reason) >= len(reasonNames) {
+		reason = 0
+	}
+	c := &conn{w: w, fd: int32(fd), gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
 	w.conns[fd] = c
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {
@@ -222,10 +225,10 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 		return nil
 	}
 	if idle > 0 {
-		c.idleTicks = uint64((idle + workerTick - 1) / workerTick)
-		w.wheel.add(c.id(), w.ticks+c.idleTicks, timerIdle)
+		c.idleTicks = ticks(idle)
+		w.wheel.add(c.id(), w.ticks+uint64(c.idleTicks), timerIdle)
 	}
-	c.lastActive = w.ticks
+	c.lastActive = uint32(w.ticks)
 	w.g.metrics.handedOver(c.proto, w.pool.name)
 	return c
 }
@@ -233,14 +236,14 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 // read reads c to EAGAIN (or its share of reads) and feeds the session.
 func (w *worker) read(c *conn) {
 	for range readsPerEvent {
-		n, err := readFD(c.fd, w.rbuf)
+		n, err := readFD(int(c.fd), w.rbuf)
 		switch {
 		case n > 0:
 			// The quarantine hold runs from landing, not from the last
 			// input: a peer trickling a byte now and then (slowloris)
 			// must not keep its quarantine slot and fd for ever.
 			if !w.pool.quarantine {
-				c.lastActive = w.ticks
+				c.lastActive = uint32(w.ticks)
 			}
 			w.feed(c, w.rbuf[:n])
 			if c.closed {
@@ -264,9 +267,11 @@ func (w *worker) read(c *conn) {
 // feed hands input to the session and keeps what it did not consume.
 func (w *worker) feed(c *conn, b []byte) {
 	data := b
-	if len(c.in) > 0 {
-		c.in = append(c.in, b...)
-		data = c.in
+	in := c.input()
+	if len(in) > 0 {
+		in = append(in, b...)
+		c.setInput(in)
+		data = in
 	}
 	for len(data) > 0 && !c.closed {
 		n := 0
@@ -297,11 +302,11 @@ func (w *worker) feed(c *conn, b []byte) {
 	}
 	switch {
 	case len(data) == 0:
-		c.in = nil // idle connections keep no buffer
-	case len(c.in) > 0:
-		c.in = append(c.in[:0], data...) // data is a tail of c.in: copy down
+		c.setInput(nil) // idle connections keep no buffer
+	case len(in) > 0:
+		c.setInput(append(in[:0], data...)) // data is a tail of in: copy down
 	default:
-		c.in = append([]byte(nil), data...)
+		c.setInput(append([]byte(nil), data...))
 	}
 }
 
@@ -376,9 +381,12 @@ func (w *worker) tick(now uint64) {
 			w.sessionTimer(c, t.due)
 			return
 		}
-		due := c.lastActive + c.idleTicks
-		if due > now {
-			w.wheel.add(t.id, due, timerIdle)
+		if c.idleTicks == 0 {
+			return // the probe was answered and the pool has no idle timeout
+		}
+		// Difference, not comparison: ticks are 32-bit and wrap.
+		if left := int32(c.lastActive + c.idleTicks - uint32(now)); left > 0 {
+			w.wheel.add(t.id, now+uint64(left), timerIdle)
 			return
 		}
 		if c.probing {
@@ -392,10 +400,10 @@ func (w *worker) tick(now uint64) {
 // sessionTimer runs a session's Timer unless SetTimer replaced or
 // cancelled this one.
 func (w *worker) sessionTimer(c *conn, due uint64) {
-	if c.timerDue != due {
+	if !c.timerSet || c.timerDue != uint32(due) {
 		return
 	}
-	c.timerDue = 0
+	c.timerSet = false
 	if ts, ok := c.sess.(protocols.Timed); ok {
 		if err := w.safe(c, nil, ts.Timer); err != nil {
 			c.Close(err)
