@@ -182,3 +182,17 @@ func TestNoGoroutinePerSession(t *testing.T) {
 		t.Errorf("%d goroutines after 1000 sessions, %d before", after, before)
 	}
 }
+
+// BenchmarkHandshake is one upgrade from request bytes to an open session:
+// its allocations are the garbage every new connection leaves behind.
+func BenchmarkHandshake(b *testing.B) {
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	req := []byte(upgradeRequest("/ws"))
+	b.ReportAllocs()
+	for b.Loop() {
+		s, _ := h.Open(&memConn{})
+		if k, err := s.Data(req); err != nil || k != len(req) {
+			b.Fatalf("handshake: %d, %v", k, err)
+		}
+	}
+}
