@@ -34,11 +34,14 @@ type conn struct {
 	timerSet   bool
 }
 
-// connIO is what a busy connection buffers.
-type connIO struct {
-	in  []byte // input the session has not consumed yet
-	out []byte // output the socket has not taken yet
-}
+// connIO is what a busy connection buffers: [ioIn] the input the session
+// has not consumed yet, [ioOut] the output the socket has not taken yet.
+type connIO [2][]byte
+
+const (
+	ioIn = iota
+	ioOut
+)
 
 var _ protocols.Conn = (*conn)(nil)
 
@@ -52,23 +55,22 @@ func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputH
 func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.Slot(int(c.fd)).WantWrite.Store(b2u(want)) }
 
 // input and output are the buffered bytes, nil when there are none.
-func (c *conn) input() []byte {
-	if c.io == nil {
-		return nil
-	}
-	return c.io.in
-}
+func (c *conn) input() []byte  { return c.buffered(ioIn) }
+func (c *conn) output() []byte { return c.buffered(ioOut) }
 
-func (c *conn) output() []byte {
+func (c *conn) buffered(which int) []byte {
 	if c.io == nil {
 		return nil
 	}
-	return c.io.out
+	return c.io[which]
 }
 
 // setInput and setOutput keep b (nil or empty: none) and let the buffers
 // go once both are empty.
-func (c *conn) setInput(b []byte) {
+func (c *conn) setInput(b []byte)  { c.keep(ioIn, b) }
+func (c *conn) setOutput(b []byte) { c.keep(ioOut, b) }
+
+func (c *conn) keep(which int, b []byte) {
 	if len(b) == 0 {
 		b = nil
 	}
@@ -78,26 +80,8 @@ func (c *conn) setInput(b []byte) {
 		}
 		c.io = &connIO{}
 	}
-	c.io.in = b
-	c.dropIdleIO()
-}
-
-func (c *conn) setOutput(b []byte) {
-	if len(b) == 0 {
-		b = nil
-	}
-	if c.io == nil {
-		if b == nil {
-			return
-		}
-		c.io = &connIO{}
-	}
-	c.io.out = b
-	c.dropIdleIO()
-}
-
-func (c *conn) dropIdleIO() {
-	if c.io.in == nil && c.io.out == nil {
+	c.io[which] = b
+	if c.io[ioIn] == nil && c.io[ioOut] == nil {
 		c.io = nil
 	}
 }
