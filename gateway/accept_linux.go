@@ -131,7 +131,7 @@ func (l *loop) admit(rt *runtimeConfig, fd int, peer netip.AddrPort) {
 	if err != nil {
 		l.g.limits.doneSniffing(ip)
 		l.g.limits.closed(ip)
-		l.g.reg.CountStale()
+		l.g.metrics.refused.WithLabelValues("registry").Inc()
 		l.g.log.Error("registry", "fd", fd, "err", err)
 		unix.Close(fd)
 		return

@@ -22,9 +22,8 @@ import (
 // handler: the admin HTTP server or a forwarder. There are few of these,
 // so a goroutine each is fine.
 type detached struct {
-	conn  net.Conn
-	peer  netip.AddrPort
-	since time.Time
+	conn net.Conn
+	peer netip.AddrPort
 }
 
 // admin serves /healthz, /metrics and /debug/registry with net/http over

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"errors"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -237,7 +236,7 @@ func (l *loop) detach(fd int, gen uint32) *detached {
 	if err != nil {
 		return nil
 	}
-	return &detached{conn: c, peer: peer, since: time.Now()}
+	return &detached{conn: c, peer: peer}
 }
 
 // Reasons travel to the worker as a small index in the slot's pending bits.

@@ -37,7 +37,6 @@ var (
 	ErrRunning    = errors.New("gateway: already running")
 	ErrNoHandler  = errors.New("gateway: no handler for protocol")
 	ErrNotProber  = errors.New("gateway: probe pool's handler cannot probe")
-	ErrNeedLinux  = errors.New("gateway: epoll needs Linux")
 	errRestartCfg = errors.New("gateway: needs a restart to take effect")
 )
 
@@ -111,7 +110,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	for name, h := range opt.Handlers {
 		handlers[name] = h
 	}
-	rt, err := compileRuntime(cfg, g.start)
+	rt, err := compileRuntime(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +239,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 	if fmt.Sprint(cfg.Pools) != fmt.Sprint(g.cfg.Pools) || cfg.Dispatch != g.cfg.Dispatch {
 		ignored = append(ignored, fmt.Errorf("pools/dispatch: %w", errRestartCfg))
 	}
-	rt, err := compileRuntime(cfg, g.start)
+	rt, err := compileRuntime(cfg)
 	if err != nil {
 		return err
 	}

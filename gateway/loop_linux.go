@@ -58,11 +58,10 @@ type loop struct {
 	cmds    uint32
 	paused  bool
 	pauseTo time.Time // accepting paused after EMFILE until then
-	done    chan struct{}
 }
 
 func newLoop(g *Gateway, idx int) *loop {
-	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1, done: make(chan struct{})}
+	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1}
 	l.rings = make([]*route.Ring, len(g.workers))
 	l.backlog = make([][]uint64, len(g.workers))
 	return l
@@ -128,7 +127,6 @@ func (l *loop) post(cmd uint32) {
 }
 
 func (l *loop) run() {
-	defer close(l.done)
 	defer l.closeFDs()
 	if l.g.cfg.PinCPUs {
 		runtime.LockOSThread()

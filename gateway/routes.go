@@ -52,7 +52,7 @@ type compiledRoute struct {
 	dialTimeout time.Duration
 }
 
-func compileRuntime(cfg config.Config, _ time.Time) (*runtimeConfig, error) {
+func compileRuntime(cfg config.Config) (*runtimeConfig, error) {
 	rt := &runtimeConfig{
 		budget:       cfg.Sniff.Budget,
 		tlsBudget:    cfg.Sniff.TLSBudget,

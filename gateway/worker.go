@@ -429,7 +429,7 @@ func (w *worker) stop() {
 	w.wake()
 }
 
-// openConns counts the live connections this worker owns (admin view).
+// depth is how many events wait in this worker's rings (metrics view).
 func (w *worker) depth() int {
 	n := 0
 	for _, r := range w.rings {
