@@ -435,8 +435,8 @@ func TestQueueGrowsLazily(t *testing.T) {
 			sizes = append(sizes, len(s.ring))
 		}
 	}
-	if fmt.Sprint(sizes) != "[16 32 40]" {
-		t.Fatalf("ring sizes %v, want [16 32 40]", sizes)
+	if fmt.Sprint(sizes) != "[2 4 8 16 32 40]" {
+		t.Fatalf("ring sizes %v, want [2 4 8 16 32 40]", sizes)
 	}
 	msgs := s.Drain(nil)
 	for i, m := range msgs {
@@ -463,7 +463,7 @@ func TestSetQueueAndIdleRelease(t *testing.T) {
 		t.Fatal("a drained subscriber kept its queue")
 	}
 	mustPublish(t, b, "t", "again")
-	if len(s.ring) != initialRing || s.Len() != 1 {
+	if len(s.ring) != firstRing || s.Len() != 1 {
 		t.Fatalf("after release: ring %d len %d", len(s.ring), s.Len())
 	}
 }
@@ -536,5 +536,38 @@ func TestDisconnectOnRetainedOverflow(t *testing.T) {
 	}
 	if !s.Disconnected() || b.Stats().Subscribers != 0 || !b.root.empty() {
 		t.Fatalf("subscriber not cut off cleanly: %+v", b.Stats())
+	}
+}
+
+// A queue that grew through the pooled sizes and was drained leaves only
+// zeroed rings in the pools, so pooled storage pins no payload, and the
+// messages came out in order across every growth.
+func TestRingsComeBackEmpty(t *testing.T) {
+	b := New(Options{Queue: 64})
+	s, err := b.NewSubscriber(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Subscribe("r"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		mustPublish(t, b, "r", fmt.Sprint(i))
+	}
+	msgs := s.Drain(nil)
+	for i, m := range msgs {
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q", i, m.Payload)
+		}
+	}
+	if len(msgs) != 40 || s.ring != nil {
+		t.Fatalf("drained %d, ring kept %v", len(msgs), s.ring != nil)
+	}
+	for size := 2; size <= maxPooledRing; size *= 2 {
+		for _, m := range getRing(size) {
+			if m.Payload != nil || m.Topic != "" {
+				t.Fatalf("a pooled ring of %d holds %q", size, m.Payload)
+			}
+		}
 	}
 }

@@ -7,22 +7,10 @@ import (
 	"sync/atomic"
 )
 
-// initialRing is the queue capacity a subscriber starts with on its first
-// delivery; it doubles up to Options.Queue, so a quiet subscriber never
-// pays for a full queue.
-const initialRing = 16
-
-// smallRings recycles initial-size queues: Drain gives an emptied queue
-// back, so an idle subscriber holds no queue at all (a 16-message queue is
-// about 1 KB, more than the rest of an idle WebSocket connection), while a
-// busy one takes a queue from the pool again on its next delivery.
-var smallRings = sync.Pool{New: func() any { return new([initialRing]Message) }}
-
-// releaseRing empties the queue storage; s.mu is held and s.n is 0.
+// releaseRing gives the emptied queue storage back; s.mu is held, s.n is
+// 0 and Drain has zeroed the slots.
 func (s *Subscriber) releaseRing() {
-	if len(s.ring) == initialRing {
-		smallRings.Put((*[initialRing]Message)(s.ring))
-	}
+	putRing(s.ring)
 	s.ring, s.head = nil, 0
 }
 
@@ -301,15 +289,12 @@ func (s *Subscriber) grow() bool {
 	if len(s.ring) >= limit {
 		return false
 	}
-	var ring []Message
-	if size := min(max(2*len(s.ring), initialRing), limit); size == initialRing {
-		ring = smallRings.Get().(*[initialRing]Message)[:]
-	} else {
-		ring = make([]Message, size)
-	}
+	ring := getRing(min(max(2*len(s.ring), firstRing), limit))
 	for i := 0; i < s.n; i++ {
 		ring[i] = s.ring[(s.head+i)%len(s.ring)]
 	}
+	clear(s.ring)
+	putRing(s.ring)
 	s.ring, s.head = ring, 0
 	return true
 }
