@@ -68,7 +68,7 @@ func FuzzHandshake(f *testing.F) {
 		case !c.closed && out != "":
 			t.Fatalf("answered %q without closing", out)
 		}
-		if !c.closed && sess.(*session).ws == nil && len(fd.pending) > 1024 {
+		if !c.closed && !sess.(*session).upgraded && len(fd.pending) > 1024 {
 			t.Fatalf("holding %d header bytes past the limit", len(fd.pending))
 		}
 	})
@@ -198,30 +198,30 @@ func TestValidCloseCode(t *testing.T) {
 	}
 }
 
-func TestWireConn(t *testing.T) {
+func TestLeaseIsTheWire(t *testing.T) {
 	s := &session{conn: newFakeConn()}
-	w := wireConn{s}
-	if _, err := w.Read(make([]byte, 4)); !errors.Is(err, errNoInput) {
+	l := &lease{s: s}
+	if _, err := l.Read(make([]byte, 4)); !errors.Is(err, errNoInput) {
 		t.Errorf("Read with nothing buffered = %v", err)
 	}
-	s.feed = []byte("abcdef")
+	l.feed = []byte("abcdef")
 	p := make([]byte, 4)
-	if n, err := w.Read(p); n != 4 || err != nil || string(p) != "abcd" || string(s.feed) != "ef" {
-		t.Errorf("Read = %d, %v, %q; left %q", n, err, p, s.feed)
+	if n, err := l.Read(p); n != 4 || err != nil || string(p) != "abcd" || string(l.feed) != "ef" {
+		t.Errorf("Read = %d, %v, %q; left %q", n, err, p, l.feed)
 	}
-	if n, err := w.Write([]byte("xy")); n != 2 || err != nil || string(s.out) != "xy" {
-		t.Errorf("Write = %d, %v; staged %q", n, err, s.out)
+	if n, err := l.Write([]byte("xy")); n != 2 || err != nil || string(l.out) != "xy" {
+		t.Errorf("Write = %d, %v; staged %q", n, err, l.out)
 	}
-	if w.SetDeadline(time.Now()) != nil || w.SetReadDeadline(time.Now()) != nil || w.SetWriteDeadline(time.Now()) != nil {
+	if l.SetDeadline(time.Now()) != nil || l.SetReadDeadline(time.Now()) != nil || l.SetWriteDeadline(time.Now()) != nil {
 		t.Error("deadlines are no-ops")
 	}
-	if got := w.RemoteAddr().String(); got != "127.0.0.1:40000" {
+	if got := l.RemoteAddr().String(); got != "127.0.0.1:40000" {
 		t.Errorf("RemoteAddr = %s", got)
 	}
-	if _, ok := w.LocalAddr().(*net.TCPAddr); !ok {
+	if _, ok := l.LocalAddr().(*net.TCPAddr); !ok {
 		t.Error("LocalAddr is not a TCP address")
 	}
-	if w.Close() != nil || !s.closing {
+	if l.Close() != nil || !s.closing {
 		t.Error("Close does not mark the session closing")
 	}
 }
@@ -235,7 +235,7 @@ func TestPanicIsContained(t *testing.T) {
 	if !o.conn.closed || !errors.Is(o.conn.reason, ErrPanic) {
 		t.Fatalf("closed=%v reason=%v", o.conn.closed, o.conn.reason)
 	}
-	if s := o.sess.(*session); s.sub != nil || s.out != nil {
+	if s := o.sess.(*session); s.sub != nil || s.l != nil {
 		t.Error("a panicked session kept its subscriber or staging buffer")
 	}
 }

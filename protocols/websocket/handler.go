@@ -73,6 +73,26 @@ type Stats struct {
 	PongTimeouts      uint64 // connections closed for missed pongs
 	SlowClosed        uint64 // connections closed as slow consumers (policy close, or cut off by the bus)
 	SlowDropped       uint64 // messages dropped while over high_water (policy drop)
+	Codecs            uint64 // gorilla Conns made for leases beyond those upgrades left (lease.go)
+}
+
+// Counter is one Stats field by name, for exporters (metrics, the
+// dashboard's snapshot).
+type Counter struct {
+	Name string
+	N    uint64
+}
+
+// Counters lists the Stats fields under snake_case names, in a fixed order.
+func (st Stats) Counters() []Counter {
+	return []Counter{
+		{"sessions", st.Sessions}, {"upgrades", st.Upgrades}, {"bad_requests", st.BadRequests},
+		{"forbidden", st.Forbidden}, {"not_found", st.NotFound}, {"header_too_large", st.HeaderTooLarge},
+		{"handshake_timeouts", st.HandshakeTimeouts}, {"messages", st.Messages}, {"published", st.Published},
+		{"delivered", st.Delivered}, {"errors", st.Errors}, {"violations", st.Violations}, {"too_big", st.TooBig},
+		{"peer_closes", st.PeerCloses}, {"pong_timeouts", st.PongTimeouts}, {"slow_closed", st.SlowClosed},
+		{"slow_dropped", st.SlowDropped}, {"codecs", st.Codecs},
+	}
 }
 
 // counters are the atomic twins of Stats.
@@ -80,6 +100,7 @@ type counters struct {
 	sessions, upgrades, badRequests, forbidden, notFound, headerTooLarge atomic.Uint64
 	handshakeTimeouts, messages, published, delivered, errors            atomic.Uint64
 	violations, tooBig, peerCloses, pongTimeouts, slowClosed, slowDrop   atomic.Uint64
+	codecs                                                               atomic.Uint64
 }
 
 // Handler serves WebSocket connections for the workers of one pool. It is
@@ -95,10 +116,11 @@ type Handler struct {
 	// (gorilla #953): gorilla allocates when Get returns nil, and a New
 	// would hand it a value of the wrong type.
 	writePool sync.Pool
-	out       protocols.Scratch[byte]        // staging buffers, held during one call
+	leases    leases                         // gorilla Conns and staging buffers, held during one call
 	buf       protocols.Scratch[byte]        // message and JSON buffers, held during one call
 	msgs      protocols.Scratch[bus.Message] // drain buffers
 	rwPool    sync.Pool                      // *bufio.ReadWriter for Hijack, held during one upgrade
+	requests  requestPool                    // parsed handshake requests, held during one upgrade
 
 	n counters
 }
@@ -114,7 +136,6 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "websocket")}
 	h.drop = h.cfg.SlowConsumer == "drop"
 	// Keep only modest buffers, so one big message does not pin memory.
-	h.out.Min, h.out.Max = 1024, 4*flushAt
 	h.buf.Min, h.buf.Max = 512, 2*flushAt
 	h.msgs.Min, h.msgs.Max = 16, 1024
 	h.upgrader = gorilla.Upgrader{
@@ -126,6 +147,7 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 		CheckOrigin:       originChecker(h.cfg.AllowedOrigins),
 		Error:             h.handshakeError,
 	}
+	h.leases.init(&h.writePool)
 	return h
 }
 
@@ -143,6 +165,7 @@ func (h *Handler) Stats() Stats {
 		Published: n.published.Load(), Delivered: n.delivered.Load(), Errors: n.errors.Load(),
 		Violations: n.violations.Load(), TooBig: n.tooBig.Load(), PeerCloses: n.peerCloses.Load(),
 		PongTimeouts: n.pongTimeouts.Load(), SlowClosed: n.slowClosed.Load(), SlowDropped: n.slowDrop.Load(),
+		Codecs: n.codecs.Load(),
 	}
 }
 
@@ -213,15 +236,14 @@ func originChecker(allowed []string) func(*http.Request) bool {
 	}
 }
 
-// getRW returns a bufio pair: its reader parses the request and is empty
-// again when Hijack hands it to gorilla (which refuses a hijacked reader
-// with buffered bytes); gorilla borrows the writer's buffer to build the
-// 101 response.
+// getRW returns the bufio pair Hijack hands gorilla: its reader is always
+// empty (gorilla refuses a hijacked reader with buffered bytes), and
+// gorilla borrows the writer's buffer to build the 101 response.
 func (h *Handler) getRW() *bufio.ReadWriter {
 	if rw, ok := h.rwPool.Get().(*bufio.ReadWriter); ok {
 		return rw
 	}
-	return bufio.NewReadWriter(bufio.NewReaderSize(nil, 4096), bufio.NewWriterSize(nil, 512))
+	return bufio.NewReadWriter(bufio.NewReaderSize(nil, 16), bufio.NewWriterSize(nil, 512))
 }
 
 // putRW drops the pair's references to the connection before pooling it.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/edgemux/edgemux/protocols"
 )
@@ -47,28 +48,40 @@ func (s *session) handshake(in []byte) (int, error) {
 		s.httpError(http.StatusRequestHeaderFieldsTooLarge, "request header block over "+strconv.Itoa(limit)+" bytes")
 		return 0, fmt.Errorf("%w (limit %d): %w", ErrHeaderTooLarge, limit, protocols.ErrMalformed)
 	}
-	rw := s.h.getRW()
-	defer s.h.putRW(rw)
-	rw.Reader.Reset(bytes.NewReader(in[:end]))
-	req, err := http.ReadRequest(rw.Reader)
-	rw.Reader.Reset(nil)
-	switch {
+	hr := s.h.requests.get()
+	defer s.h.requests.put(hr)
+	req := &hr.req
+	switch err := hr.parse(in[:end], s.h.cfg.Path); {
 	case err != nil:
 		return end, s.refuse(http.StatusBadRequest, fmt.Errorf("%w: %w: %w", ErrBadRequest, protocols.ErrMalformed, err))
-	case req.ContentLength != 0 || len(req.TransferEncoding) > 0:
+	case hasBody(req.Header):
 		// A body would be taken for frames: no handshake carries one.
 		return end, s.refuse(http.StatusBadRequest, fmt.Errorf("%w: %w: request with a body", ErrBadRequest, protocols.ErrMalformed))
 	case req.URL.Path != s.h.cfg.Path:
 		s.h.n.notFound.Add(1)
 		return end, s.refuse(http.StatusNotFound, fmt.Errorf("%w: %q", ErrNotFound, req.URL.Path))
 	}
+	rw := s.h.getRW()
+	defer s.h.putRW(rw)
 	return end, s.upgrade(req, rw)
+}
+
+// hasBody reports whether the request announces a body: a Content-Length
+// other than 0 (the parser let through only digits, and refused any
+// Transfer-Encoding).
+func hasBody(h http.Header) bool {
+	for _, v := range h["Content-Length"] {
+		if strings.TrimLeft(v, "0") != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // upgrade runs gorilla's Upgrader over the Hijacker shim. On failure the
 // Upgrader's Error func (Handler.handshakeError) has answered already.
 func (s *session) upgrade(req *http.Request, rw *bufio.ReadWriter) error {
-	shim := &responseShim{s: s, rw: rw}
+	shim := &responseShim{l: s.l, rw: rw}
 	ws, err := s.h.upgrader.Upgrade(shim, req, nil)
 	if err != nil {
 		s.closing = true
@@ -79,8 +92,9 @@ func (s *session) upgrade(req *http.Request, rw *bufio.ReadWriter) error {
 	}
 	// The staged output is exactly the 101 response: it says whether
 	// gorilla agreed to permessage-deflate, which RSV1 then may announce.
-	s.scan.Deflate = bytes.Contains(s.out, []byte("\r\nSec-WebSocket-Extensions: permessage-deflate"))
-	s.ws = ws
+	s.scan.Deflate = bytes.Contains(s.l.out, []byte("\r\nSec-WebSocket-Extensions: permessage-deflate"))
+	s.upgraded = true
+	s.h.adopt(s.l, ws, s.scan.Deflate)
 	s.h.n.upgrades.Add(1)
 	s.conn.SetTimer(s.h.cfg.PingInterval)
 	return nil
@@ -99,7 +113,7 @@ func (h *Handler) handshakeError(w http.ResponseWriter, _ *http.Request, status 
 	} else {
 		h.n.badRequests.Add(1)
 	}
-	shim.s.httpError(status, reason.Error())
+	shim.l.s.httpError(status, reason.Error())
 }
 
 // refuse answers the request with status and returns err.
@@ -114,7 +128,7 @@ func (s *session) refuse(status int, err error) error {
 // httpError stages a complete HTTP error response and marks the session
 // closing: the connection is closed after it is written.
 func (s *session) httpError(status int, msg string) {
-	b := s.out
+	b := s.l.out
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
@@ -128,16 +142,16 @@ func (s *session) httpError(status int, msg string) {
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, msg...)
 	b = append(b, '\n')
-	s.out = b
+	s.l.out = b
 	s.closing = true
 }
 
 // responseShim is the http.ResponseWriter gorilla's Upgrader gets: it
-// hijacks to the session's wireConn with an empty reader and a small
-// writer. Errors are answered by handshakeError, so the writer methods
-// only have to exist.
+// hijacks to the lease, with an empty reader and a small writer. Errors
+// are answered by handshakeError, so the writer methods only have to
+// exist.
 type responseShim struct {
-	s      *session
+	l      *lease
 	rw     *bufio.ReadWriter
 	header http.Header
 	status int
@@ -156,11 +170,11 @@ func (r *responseShim) Write(p []byte) (int, error) { return len(p), nil }
 
 func (r *responseShim) WriteHeader(status int) { r.status = status }
 
-// Hijack hands over the wire: gorilla writes the 101 through it and keeps
-// it as its net.Conn; rw it only borrows during Upgrade.
+// Hijack hands over the wire: gorilla writes the 101 through the lease and
+// keeps it as its net.Conn; rw it only borrows during Upgrade.
 func (r *responseShim) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if r.s.ws != nil {
+	if r.l.ws != nil {
 		return nil, nil, errors.New("websocket: already upgraded")
 	}
-	return wireConn{r.s}, r.rw, nil
+	return r.l, r.rw, nil
 }

@@ -434,8 +434,9 @@ type offline struct {
 	feeder
 }
 
-// newOffline opens a session on a fake conn and completes the handshake.
-func newOffline(t testing.TB, h *Handler) *offline {
+// newOffline opens a session on a fake conn and completes the handshake,
+// with extra request header lines if given.
+func newOffline(t testing.TB, h *Handler, extra ...string) *offline {
 	t.Helper()
 	c := newFakeConn()
 	sess, err := h.Open(c)
@@ -444,7 +445,7 @@ func newOffline(t testing.TB, h *Handler) *offline {
 	}
 	c.sess = sess
 	o := &offline{h: h, feeder: feeder{conn: c, sess: sess}}
-	o.feed([]byte(upgradeRequest("/ws")))
+	o.feed([]byte(upgradeRequest("/ws", extra...)))
 	if c.closed || !strings.HasPrefix(string(c.out), "HTTP/1.1 101 ") {
 		t.Fatalf("handshake failed: closed=%v reason=%v out=%q", c.closed, c.reason, c.out)
 	}

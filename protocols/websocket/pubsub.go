@@ -150,12 +150,14 @@ func (s *session) Notified() (err error) {
 	if s.closing || s.sub == nil {
 		return nil
 	}
-	p := s.begin()
+	if err := s.begin(); err != nil {
+		return err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = s.panicked(r)
 		}
-		err = s.end(p, err)
+		err = s.end(err)
 	}()
 	if s.sub.Disconnected() {
 		return s.slowSubscriber()

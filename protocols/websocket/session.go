@@ -18,22 +18,20 @@ import (
 
 // session is one connection's state. The owning worker calls it from one
 // goroutine at a time, so it needs no locks. Between calls it holds no
-// buffer unless a message is half received (msg).
+// buffer unless a message is half received (part), and no gorilla Conn:
+// it borrows one with its lease for each call (lease.go).
 type session struct {
 	h    *Handler
 	conn protocols.Conn
-	ws   *gorilla.Conn // nil until the upgrade
-	scan Scanner
-	msg  []byte          // raw frames of a message still arriving; nil otherwise
-	feed []byte          // what wireConn.Read serves during one gorilla read
-	out  []byte          // output staged during one call (pooled); nil between calls
+	l    *lease          // borrowed for one call; nil between calls
 	sub  *bus.Subscriber // created on the first sub, closed after the last unsub
+	part *[]byte         // raw frames of a message still arriving (pooled); nil otherwise
 	subs []subscription
+	scan Scanner
 
-	batch      uint16 // data messages staged in out since the last flush (at most flushAt/13)
-	deliveries uint16 // how many of them are deliveries
-	missed     uint8  // pings sent since the peer last sent a frame
-	closing    bool   // an HTTP error or close frame is staged: handle nothing more
+	missed   uint8 // pings sent since the peer last sent a frame
+	upgraded bool  // the handshake is done: frames follow
+	closing  bool  // an HTTP error or close frame is staged: handle nothing more
 }
 
 // subscription is one filter and whether it wants retained values.
@@ -57,14 +55,16 @@ func (s *session) Data(in []byte) (n int, err error) {
 	if s.closing {
 		return len(in), errClosing
 	}
-	p := s.begin()
+	if err := s.begin(); err != nil {
+		return 0, err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = s.panicked(r)
 		}
-		err = s.end(p, err)
+		err = s.end(err)
 	}()
-	if s.ws == nil {
+	if !s.upgraded {
 		return s.handshake(in)
 	}
 	return s.frames(in)
@@ -77,14 +77,16 @@ func (s *session) Timer() (err error) {
 	if s.closing {
 		return nil
 	}
-	p := s.begin()
+	if err := s.begin(); err != nil {
+		return err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = s.panicked(r)
 		}
-		err = s.end(p, err)
+		err = s.end(err)
 	}()
-	if s.ws == nil {
+	if !s.upgraded {
 		s.h.n.handshakeTimeouts.Add(1)
 		s.httpError(http.StatusRequestTimeout, "request not complete within "+s.h.cfg.HandshakeTimeout.String())
 		return ErrHandshakeTimeout
@@ -105,32 +107,48 @@ func (s *session) Closed(error) {
 		s.sub.Close()
 		s.sub = nil
 	}
-	s.subs, s.msg, s.feed = nil, nil, nil
+	s.subs = nil
+	if s.part != nil {
+		s.h.buf.Put(s.part)
+		s.part = nil
+	}
 }
 
-// begin borrows the staging buffer for one call.
-func (s *session) begin() *[]byte {
-	p := s.h.out.Get(0)
-	s.out = *p
-	return p
+// begin borrows a lease for one call: the staging buffer, and gorilla's
+// Conn once upgraded.
+func (s *session) begin() error {
+	variant := bare
+	switch {
+	case s.upgraded && s.scan.Deflate:
+		variant = deflate
+	case s.upgraded:
+		variant = plain
+	}
+	l, err := s.h.lend(s, variant)
+	if err != nil {
+		s.closing = true
+		return err
+	}
+	s.l = l
+	return nil
 }
 
-// end writes what the call staged and returns the buffer. When the call
+// end writes what the call staged and gives the lease back. When the call
 // failed, what is staged is an HTTP error or a close frame: it is written
 // if the output buffer takes it, and the connection closes either way.
-func (s *session) end(p *[]byte, err error) error {
+func (s *session) end(err error) error {
 	if err == nil && s.closing {
 		err = fmt.Errorf("%w: gorilla closed the connection", ErrInternal)
 	}
 	if err == nil {
 		err = s.flush()
 	}
-	if err != nil && len(s.out) > 0 {
-		_ = s.conn.Write(s.out) // best effort: the peer may not read
+	l := s.l
+	if err != nil && len(l.out) > 0 {
+		_ = s.conn.Write(l.out) // best effort: the peer may not read
 	}
-	*p = s.out[:0]
-	s.h.out.Put(p)
-	s.out, s.batch, s.deliveries = nil, 0, 0
+	s.l = nil
+	s.h.giveBack(l, err == nil)
 	return err
 }
 
@@ -138,7 +156,7 @@ func (s *session) end(p *[]byte, err error) error {
 // in the broken call is sent.
 func (s *session) panicked(r any) error {
 	s.closing = true
-	s.out = s.out[:0]
+	s.l.out = s.l.out[:0]
 	return fmt.Errorf("%w: %v", ErrPanic, r)
 }
 
@@ -148,18 +166,19 @@ func (s *session) panicked(r any) error {
 // buffered is not slow: what is staged is tried however big it is (the
 // gateway may still refuse it).
 func (s *session) flush() error {
-	if len(s.out) == 0 {
+	l := s.l
+	if len(l.out) == 0 {
 		return nil
 	}
-	staged, deliveries := int(s.batch), uint64(s.deliveries)
-	s.batch, s.deliveries = 0, 0
+	staged, deliveries := int(l.batch), uint64(l.deliveries)
+	l.batch, l.deliveries = 0, 0
 	var err error
-	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(s.out) > s.h.cfg.HighWater {
+	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(l.out) > s.h.cfg.HighWater {
 		err = protocols.ErrBackpressure
 	} else {
-		err = s.conn.Write(s.out)
+		err = s.conn.Write(l.out)
 	}
-	s.out = s.out[:0]
+	l.out = l.out[:0]
 	switch {
 	case err == nil:
 		s.h.n.delivered.Add(deliveries)
@@ -176,7 +195,7 @@ const maxServerHeader = 10
 // the high-water mark: under the drop policy it is dropped instead, so
 // what is staged always fits.
 func (s *session) wouldOverflow(n int) bool {
-	pending := s.conn.Buffered() + len(s.out)
+	pending := s.conn.Buffered() + len(s.l.out)
 	return pending > 0 && pending+n+maxServerHeader > s.h.cfg.HighWater
 }
 
@@ -184,7 +203,7 @@ func (s *session) wouldOverflow(n int) bool {
 // fit: drop counts and forgets them, close closes with 1008 (a close frame
 // that may not fit either).
 func (s *session) slow(staged int) error {
-	if s.h.drop && s.ws != nil {
+	if s.h.drop && s.upgraded {
 		s.h.n.slowDrop.Add(uint64(staged))
 		return nil
 	}
@@ -234,11 +253,15 @@ func (s *session) frames(in []byte) (int, error) {
 	return pos, nil
 }
 
-// keep copies this call's bytes of an unfinished message to msg.
+// keep copies this call's bytes of an unfinished message to part.
 func (s *session) keep(in []byte, run, pos int) {
-	if run >= 0 && pos > run {
-		s.msg = append(s.msg, in[run:pos]...)
+	if run < 0 || pos <= run {
+		return
 	}
+	if s.part == nil {
+		s.part = s.h.buf.Get(pos - run)
+	}
+	*s.part = append(*s.part, in[run:pos]...)
 }
 
 // control answers one control frame.
@@ -290,17 +313,20 @@ func validCloseCode(code uint16) bool {
 }
 
 // message reads one complete message (its raw frames: tail, after what
-// msg holds) through gorilla, checks it and handles it.
+// part holds) through gorilla, checks it and handles it.
 func (s *session) message(tail []byte) error {
-	raw := tail
-	if s.msg != nil {
-		s.msg = append(s.msg, tail...)
-		raw = s.msg
+	raw, part := tail, s.part
+	s.part = nil // an idle session holds no input
+	if part != nil {
+		*part = append(*part, tail...)
+		raw = *part
 	}
 	s.h.n.messages.Add(1)
 	bp := s.h.buf.Get(len(raw))
 	typ, data, err := s.read(raw, (*bp)[:0])
-	s.msg = nil // free it: an idle session holds no input
+	if part != nil {
+		s.h.buf.Put(part)
+	}
 	if err == nil {
 		err = s.handleMessage(typ, data)
 	}
@@ -311,16 +337,17 @@ func (s *session) message(tail []byte) error {
 
 // read has gorilla read the message in raw (unmask, inflate) into dst.
 func (s *session) read(raw, dst []byte) (int, []byte, error) {
-	s.feed = raw
-	typ, r, err := s.ws.NextReader()
+	l := s.l
+	l.feed = raw
+	typ, r, err := l.ws.NextReader()
 	if err == nil {
 		dst, err = readAll(r, dst, s.h.cfg.MaxMessage)
 		if c, ok := r.(io.Closer); ok {
 			_ = c.Close() // hands an inflater back to gorilla's pool
 		}
 	}
-	left := len(s.feed)
-	s.feed = nil
+	left := len(l.feed)
+	l.feed = nil
 	switch {
 	case err == nil && left > 0:
 		err = fmt.Errorf("%w: gorilla left %d bytes of the message", ErrInternal, left)
@@ -403,8 +430,8 @@ func closeReason(err error) string {
 // closeWith stages a close frame once and returns err, which closes the
 // connection when the call ends.
 func (s *session) closeWith(code int, reason string, err error) error {
-	if !s.closing && s.ws != nil {
-		_ = s.ws.WriteControl(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, reason), time.Time{})
+	if !s.closing && s.upgraded {
+		_ = s.l.ws.WriteControl(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, reason), time.Time{})
 	}
 	s.closing = true
 	return err
@@ -412,7 +439,7 @@ func (s *session) closeWith(code int, reason string, err error) error {
 
 // writeControl stages a ping, pong or close through gorilla's write path.
 func (s *session) writeControl(typ int, payload []byte) error {
-	if err := s.ws.WriteControl(typ, payload, time.Time{}); err != nil {
+	if err := s.l.ws.WriteControl(typ, payload, time.Time{}); err != nil {
 		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
 	return nil
@@ -433,14 +460,15 @@ func (s *session) writeText(p []byte, delivery bool) error {
 			return err
 		}
 	}
-	if err := s.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
+	l := s.l
+	if err := l.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
 		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
-	s.batch++
+	l.batch++
 	if delivery {
-		s.deliveries++
+		l.deliveries++
 	}
-	if len(s.out) >= flushAt {
+	if len(l.out) >= flushAt {
 		return s.flush()
 	}
 	return nil

@@ -484,14 +484,14 @@ func TestIdleSessionHoldsNoBuffers(t *testing.T) {
 	o.feed(msg[:5]) // half a frame stays with the worker
 	o.feed(msg[5:12])
 	s := o.sess.(*session)
-	if s.msg == nil {
+	if s.part == nil {
 		t.Fatal("a half-received payload is not kept")
 	}
 	o.feed(msg[12:])
 	o.send(`{"op":"unsub","topic":"a"}`)
-	if s.msg != nil || s.out != nil || s.feed != nil || s.sub != nil || s.subs != nil || o.pending != nil {
-		t.Errorf("idle session holds msg %d out %d feed %d sub %v subs %v pending %d",
-			cap(s.msg), cap(s.out), cap(s.feed), s.sub, s.subs, cap(o.pending))
+	if s.part != nil || s.l != nil || s.sub != nil || s.subs != nil || o.pending != nil {
+		t.Errorf("idle session holds part %v lease %v sub %v subs %v pending %d",
+			s.part, s.l, s.sub, s.subs, cap(o.pending))
 	}
 }
 

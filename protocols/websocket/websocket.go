@@ -5,17 +5,20 @@
 // gorilla/websocket does the handshake and the message codec, but its
 // reads block and its first read error sticks, and a worker may never
 // block. So the worker owns the bytes: the session collects the HTTP
-// request, upgrades through gorilla's Upgrader with a Hijacker shim whose
-// net.Conn (wireConn) reads from and writes to memory, scans frame headers
-// itself (Scanner), answers ping and close itself, and asks gorilla to read
-// a data message only once all of its frames are buffered, so gorilla
-// never waits and never sees an error. gorilla's writes land in a per-call
+// request, parses it (request.go: stricter than net/http, and without its
+// garbage), upgrades through gorilla's Upgrader with a Hijacker shim whose
+// net.Conn reads from and writes to memory, scans frame headers itself
+// (Scanner), answers ping and close itself, and asks gorilla to read a
+// data message only once all of its frames are buffered, so gorilla never
+// waits and never sees an error. gorilla's writes land in a per-call
 // staging buffer that the session hands to protocols.Conn.Write whole,
 // where the gateway's output buffer and its high-water mark take over.
 //
 // No goroutine runs per connection, and an idle upgraded connection holds
-// only its session, gorilla's Conn and a 128-byte read buffer (see
-// README.md for the measured figure).
+// only its session: gorilla's Conn and the staging buffer are lent to it
+// for one call at a time (lease.go). This departs from DESIGN.md, which
+// keeps a gorilla Conn per connection; see README.md for why and the
+// measured figures.
 package websocket
 
 import "errors"
