@@ -57,6 +57,7 @@ type Gateway struct {
 	reg     *registry.Registry
 	bus     *bus.Bus
 	book    *quarantine.Book
+	ws      *websocket.Handler // the built-in one, for its counters (Options.Handlers may replace it in the pools)
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -102,9 +103,10 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 		Queue: cfg.Bus.Queue, Drop: drop,
 	})
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
+	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
 	handlers := map[string]protocols.Handler{
 		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
-		"websocket":  websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket")),
+		"websocket":  g.ws,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
 	}
 	for name, h := range opt.Handlers {

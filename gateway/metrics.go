@@ -126,10 +126,11 @@ var (
 	descBusGauge   = prometheus.NewDesc("edgemux_bus_size", "Topic bus sizes.", []string{"what"}, nil)
 	descForwards   = prometheus.NewDesc("edgemux_forwards_active", "Connections being forwarded now.", nil, nil)
 	descSniffing   = prometheus.NewDesc("edgemux_sniffing", "Connections still being classified.", nil, nil)
+	descWebSocket  = prometheus.NewDesc("edgemux_websocket_total", "WebSocket handler counters, by event (protocols/websocket Stats).", []string{"event"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket} {
 		ch <- d
 	}
 }
@@ -164,6 +165,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectBook(ch, g)
 	collectBus(ch, g)
+	for _, c := range g.ws.Stats().Counters() {
+		ch <- prometheus.MustNewConstMetric(descWebSocket, prometheus.CounterValue, float64(c.N), c.Name)
+	}
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))
 }

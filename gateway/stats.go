@@ -25,6 +25,7 @@ type Stats struct {
 	Quarantine  QuarantineStats           `json:"quarantine"`
 	Workers     []WorkerStats             `json:"workers"`
 	Bus         map[string]uint64         `json:"bus"`
+	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
 	Stale       uint64                    `json:"stale_events"`
 	Forwarding  int64                     `json:"forwarding"`
 }
@@ -99,6 +100,10 @@ func (g *Gateway) Snapshot() Stats {
 	st.Bus = map[string]uint64{
 		"published": b.Published, "delivered": b.Delivered, "dropped": b.Dropped,
 		"topics": uint64(b.Topics), "subscribers": uint64(b.Subscribers),
+	}
+	st.WebSocket = map[string]uint64{}
+	for _, c := range g.ws.Stats().Counters() {
+		st.WebSocket[c.Name] = c.N
 	}
 	return st
 }

@@ -66,4 +66,10 @@ func TestIdleWebSocketsCostNoGoroutines(t *testing.T) {
 	if v := metric(m, `edgemux_connections{protocol="websocket",state="active"}`); v != strconv.Itoa(n) {
 		t.Errorf("websocket active connections = %q, want %d", v, n)
 	}
+	if v := metric(m, `edgemux_websocket_total{event="upgrades"}`); v != strconv.Itoa(n) {
+		t.Errorf("websocket upgrades = %q, want %d", v, n)
+	}
+	if up := g.Snapshot().WebSocket["upgrades"]; up != uint64(n) {
+		t.Errorf("snapshot: %d upgrades, want %d", up, n)
+	}
 }
