@@ -160,8 +160,10 @@ func TestWebSocketInterop(t *testing.T) {
 			t.Fatalf("device deliveries: %v", seen)
 		}
 	}
-	// A WebSocket publication's data goes on the bus as the JSON it was.
-	if seen["interop/frag"] != `"in three fragments"` || seen["interop/after"] != `"still here"` {
+	// A private device reads a WebSocket string as its text, and any other
+	// JSON value as JSON text.
+	if seen["interop/frag"] != `in three fragments` || seen["interop/after"] != `still here` ||
+		seen["interop/a"] != `{"n": 1, "s": "h\u00e9llo"}` {
 		t.Errorf("device deliveries: %q", seen)
 	}
 	// The protocol violations were counted with their reason.

@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 type request struct {
 	Op       string          `json:"op"`    // sub | unsub | pub | ping
 	Topic    string          `json:"topic"` // topic (pub) or filter (sub, unsub)
-	Data     json.RawMessage `json:"data"`  // pub: any JSON value, stored as given
+	Data     json.RawMessage `json:"data"`  // pub: any JSON value (busValue says how it is stored)
 	Retained *bool           `json:"retained"`
 }
 
@@ -61,7 +62,7 @@ func (s *session) publish(req request) error {
 	if req.Data == nil {
 		return s.replyError(CodeNoData, `pub needs "data"`)
 	}
-	err := s.h.bus.Publish(req.Topic, req.Data, Source)
+	err := s.h.bus.Publish(req.Topic, busValue(req.Data), Source)
 	switch {
 	case err == nil:
 		s.h.n.published.Add(1)
@@ -72,6 +73,27 @@ func (s *session) publish(req request) error {
 		return s.replyError(CodeTooLarge, err.Error())
 	}
 	return s.replyError(CodeUnavailable, err.Error())
+}
+
+// busValue is what a pub puts on the bus. The bus carries bytes, and
+// devices on other protocols read them as text: so a JSON string goes on
+// as its text, unquoted ("running" -> running), and any other JSON value
+// as its JSON text (21.5, {"v":1}, true). A delivery turns the bytes back
+// into JSON (appendDelivery), so values round-trip between WebSocket
+// clients, except a string whose text is itself JSON ("21.5" comes back
+// as the number 21.5).
+func busValue(data json.RawMessage) []byte {
+	if len(data) < 2 || data[0] != '"' {
+		return data
+	}
+	if bytes.IndexByte(data, '\\') < 0 {
+		return data[1 : len(data)-1] // no escapes: the text is what is between the quotes
+	}
+	var text string
+	if json.Unmarshal(data, &text) != nil {
+		return data // cannot happen: the request decoded
+	}
+	return []byte(text)
 }
 
 // subscribe adds a filter; the bus queues the retained values it matches

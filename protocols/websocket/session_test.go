@@ -69,6 +69,36 @@ func TestPubSubRoundTrip(t *testing.T) {
 	}
 }
 
+// What a pub puts on the bus is what a device on another protocol reads
+// (a string's text, unquoted; other values as JSON text), and what a
+// WebSocket subscriber gets back.
+func TestValuesAcrossProtocols(t *testing.T) {
+	s := newServer(t, config.WebSocket{}, nil, chunkers[0].next)
+	pub, _ := s.dial(nil)
+	sub, _ := s.dial(nil)
+	writeJSON(t, sub, `{"op":"sub","topic":"v/#"}`)
+	syncPing(t, sub)
+	for _, tt := range []struct{ data, onBus, delivered string }{
+		{`"running"`, `running`, `"running"`},
+		{`"say \"hi\"\n"`, "say \"hi\"\n", `"say \"hi\"\n"`},
+		{`"Grüße \u00e9"`, `Grüße é`, `"Grüße é"`},
+		{`21.5`, `21.5`, `21.5`},
+		{`{"v": 1}`, `{"v": 1}`, `{"v": 1}`},
+		{`[true,null]`, `[true,null]`, `[true,null]`},
+		{`""`, ``, `""`},
+		{`"21.5"`, `21.5`, `21.5`}, // the one value that does not round-trip: text that is JSON
+	} {
+		writeJSON(t, pub, `{"op":"pub","topic":"v/x","data":`+tt.data+`}`)
+		syncPing(t, pub)
+		if m, ok := s.bus.Get("v/x"); !ok || string(m.Payload) != tt.onBus {
+			t.Errorf("pub %s: bus holds %q, want %q", tt.data, m.Payload, tt.onBus)
+		}
+		if d := decodeDelivery(t, readJSON(t, sub)); string(d.Data) != tt.delivered {
+			t.Errorf("pub %s: delivered %s, want %s", tt.data, d.Data, tt.delivered)
+		}
+	}
+}
+
 func TestRetained(t *testing.T) {
 	s := newServer(t, config.WebSocket{}, nil, chunkers[0].next)
 	s.bus.Publish("line/a", []byte(`"cached"`), "private")
@@ -159,7 +189,7 @@ func TestFragmentedMessages(t *testing.T) {
 			}
 			w.Close()
 			syncPing(t, ws)
-			if m, ok := s.bus.Get("big"); !ok || string(m.Payload) != data {
+			if m, ok := s.bus.Get("big"); !ok || `"`+string(m.Payload)+`"` != data {
 				t.Fatalf("bus has %q, %v", m.Payload, ok)
 			}
 
