@@ -37,6 +37,7 @@ type Limits struct {
 	MaxInput         int           `yaml:"max_input"`           // unconsumed input kept per connection (bytes)
 	OutputHighWater  int           `yaml:"output_high_water"`   // buffered output per connection (bytes)
 	EMFILEPause      time.Duration `yaml:"emfile_pause"`        // accept pause after fd exhaustion
+	MemoryLimit      int           `yaml:"memory_limit"`        // soft limit on the process's Go memory (bytes); 0 = none
 }
 
 // Sniff sets how long and how far the classifier may look.

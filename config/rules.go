@@ -15,6 +15,9 @@ type intRule struct {
 const (
 	kib = 1 << 10
 	mib = 1 << 20
+
+	// minMemoryLimit is the smallest limits.memory_limit other than 0.
+	minMemoryLimit = 32 * mib
 )
 
 var intRules = [...]intRule{
@@ -25,6 +28,7 @@ var intRules = [...]intRule{
 	{"limits.max_sniffing_per_ip", 1, 1000000, func(c *Config) int { return c.Limits.MaxSniffingPerIP }},
 	{"limits.max_input", 64, 64 * mib, func(c *Config) int { return c.Limits.MaxInput }},
 	{"limits.output_high_water", kib, 64 * mib, func(c *Config) int { return c.Limits.OutputHighWater }},
+	{"limits.memory_limit", 0, 1 << 40, func(c *Config) int { return c.Limits.MemoryLimit }}, // 0, or at least minMemoryLimit (checkCrossFields)
 	{"sniff.budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.Budget }},
 	{"sniff.tls_budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.TLSBudget }},
 	{"dispatch.window", 16, mib, func(c *Config) int { return c.Dispatch.Window }},

@@ -176,6 +176,10 @@ func (v *validator) checkCrossFields() {
 		v.fail("limits.max_input", "must hold a whole WebSocket handshake: at least websocket.max_header_bytes (%d), not %d",
 			ws.MaxHeaderBytes, l.MaxInput)
 	}
+	if m := l.MemoryLimit; m != 0 && m < minMemoryLimit {
+		// Below this the collector would run without pause.
+		v.fail("limits.memory_limit", "must be 0 (none) or at least %d (32 MiB), not %d", minMemoryLimit, m)
+	}
 	if p := s.Probe; p != "" {
 		if _, ok := v.c.Pools[p]; !ok {
 			v.fail("sniff.probe", "no pool %q in pools", p)

@@ -53,6 +53,8 @@ var validateCases = []struct {
 	{"sniffing per-ip over sniffing", "limits:\n  max_sniffing: 100\n", "limits.max_sniffing_per_ip", 1, "limits.max_sniffing"},
 	{"max_input under a frame", "limits:\n  max_input: 1024\n", "limits.max_input", 2, "private frame"},
 	{"emfile_pause", "limits:\n  emfile_pause: 1m\n", "limits.emfile_pause", 2, "between 1ms and 10s"},
+	{"memory_limit tiny", "limits:\n  memory_limit: 1048576\n", "limits.memory_limit", 2, "at least 33554432"},
+	{"memory_limit negative", "limits:\n  memory_limit: -1\n", "limits.memory_limit", 2, "between 0 and"},
 	{"budget small", "sniff:\n  budget: 8\n", "sniff.budget", 2, "between 16 and 65536"},
 	{"deadline short", "sniff:\n  deadline: 10ms\n", "sniff.deadline", 2, "between 100ms and 5m"},
 	{"deadline negative", "sniff:\n  deadline: -1s\n", "sniff.deadline", 2, "not -1s"},

@@ -79,6 +79,8 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 		return 1
 	}
 	log := slog.New(newLogHandler(cfg.Log, stderr))
+	mem := newMemoryLimit()
+	mem.apply(cfg.Limits.MemoryLimit, log)
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -98,7 +100,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 			return 0
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				reload(g, file, log)
+				reload(g, file, mem, log)
 				continue
 			}
 			log.Info("draining", "signal", s.String(), "grace", drain)
@@ -109,14 +111,16 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 	}
 }
 
-func reload(g *gateway.Gateway, file string, log *slog.Logger) {
+func reload(g *gateway.Gateway, file string, mem memoryLimit, log *slog.Logger) {
 	cfg, err := load(file)
 	if err == nil {
 		err = g.Reload(cfg)
 	}
 	if err != nil {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
+		return
 	}
+	mem.apply(cfg.Limits.MemoryLimit, log)
 }
 
 func newLogHandler(c config.Log, w io.Writer) slog.Handler {

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,8 +97,11 @@ func TestSignals(t *testing.T) {
 	}
 	defer dev.Close()
 
+	// The reload also applies limits.memory_limit, which the binary owns.
+	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlimits: {memory_limit: 67108864}\n"), 0o644)
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, logs, "reloaded")
+	waitLog(t, logs, "bytes=67108864")
 	if err := dev.Ping(ctx); err != nil {
 		t.Fatalf("device after reload: %v", err)
 	}
@@ -128,5 +133,19 @@ func waitLog(t *testing.T, logs <-chan string, want string) {
 		case <-timeout:
 			t.Fatalf("no %q in the log", want)
 		}
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	mem := newMemoryLimit()
+	t.Cleanup(func() { debug.SetMemoryLimit(mem.initial) })
+	log := slog.New(slog.DiscardHandler)
+	mem.apply(64<<20, log)
+	if got := debug.SetMemoryLimit(-1); got != 64<<20 {
+		t.Errorf("limit after apply = %d", got)
+	}
+	mem.apply(0, log)
+	if got := debug.SetMemoryLimit(-1); got != mem.initial {
+		t.Errorf("limit after apply(0) = %d, want the initial %d", got, mem.initial)
 	}
 }
