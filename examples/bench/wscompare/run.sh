@@ -5,6 +5,7 @@
 #   ./run.sh                    # all three, 10,000 connections, 200 publishes
 #   ./run.sh gorilla nbio       # a subset, in this order
 #   CONNS=2000 PUBLISHES=50 ./run.sh
+#   EDGEMUX_CONFIG=my.yaml ./run.sh edgemux   # edgemux with another config
 #
 # Each server runs as its own process and the load generator as another,
 # so neither's memory shows in the other's figures. Every process it
@@ -17,6 +18,7 @@ root=$(cd "$here/../../.." && pwd)
 conns=${CONNS:-10000}
 publishes=${PUBLISHES:-200}
 servers=("$@")
+edgemux_cfg=${EDGEMUX_CONFIG:-$here/edgemux.yaml}
 [ ${#servers[@]} -gt 0 ] || servers=(edgemux gorilla nbio)
 work=$(mktemp -d /tmp/wscompare.XXXXXX)
 results="$work/results.jsonl"
@@ -58,7 +60,7 @@ build() {
 	(cd "$here" && go build -o "$work/bin/" ./servers/gorilla ./servers/nbio ./client/loadgen)
 	if (cd "$root" && go build -o "$work/bin/edgemux" ./gateway/cmd/edgemux) 2>"$work/edgemux-build.log" &&
 		[ -d "$root/protocols/websocket" ]; then
-		"$work/bin/edgemux" check -c "$here/edgemux.yaml" >&2
+		"$work/bin/edgemux" check -c "$edgemux_cfg" >&2
 	else
 		log "edgemux does not build (see $work/edgemux-build.log): its column is skipped"
 		rm -f "$work/bin/edgemux"
@@ -69,7 +71,7 @@ build() {
 start() {
 	case $1 in
 	edgemux)
-		"$work/bin/edgemux" run -c "$here/edgemux.yaml" >"$work/edgemux.log" 2>&1 &
+		"$work/bin/edgemux" run -c "$edgemux_cfg" >"$work/edgemux.log" 2>&1 &
 		# /metrics does not collect first; the profiler's ?gc=1 does, so
 		# edgemux is measured after a forced GC like the two peers.
 		echo "$! 5071 http://127.0.0.1:5071/metrics true http://127.0.0.1:5071/debug/pprof/heap?gc=1" ;;
