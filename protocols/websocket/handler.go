@@ -1,7 +1,6 @@
 package websocket
 
 import (
-	"bufio"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -36,14 +35,6 @@ const (
 	MaxHeaderBytesCap = 64 << 10 // the gateway peeks at most this much
 	MaxMessageCap     = 16 << 20
 )
-
-// readBufferSize is gorilla's per-connection read buffer, held for the
-// connection's life. gorilla raises anything smaller to 125 (a whole
-// control frame); it only ever peeks at frame headers (at most 14 bytes)
-// here, since the session strips control frames, and reads payloads
-// straight into the caller's buffer. 128 is the allocator's size class
-// for those 125 bytes.
-const readBufferSize = 128
 
 // writeBufferSize is gorilla's frame buffer, borrowed from a pool for one
 // message at a time; bigger messages go out as one frame anyway (gorilla
@@ -119,7 +110,6 @@ type Handler struct {
 	leases    leases                         // gorilla Conns and staging buffers, held during one call
 	buf       protocols.Scratch[byte]        // message and JSON buffers, held during one call
 	msgs      protocols.Scratch[bus.Message] // drain buffers
-	rwPool    sync.Pool                      // *bufio.ReadWriter for Hijack, held during one upgrade
 	requests  requestPool                    // parsed handshake requests, held during one upgrade
 
 	n counters
@@ -139,7 +129,7 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 	h.buf.Min, h.buf.Max = 512, 2*flushAt
 	h.msgs.Min, h.msgs.Max = 16, 1024
 	h.upgrader = gorilla.Upgrader{
-		ReadBufferSize:    readBufferSize,
+		ReadBufferSize:    0, // gorilla reads through the lease's own bufio.Reader (lease.go)
 		WriteBufferSize:   writeBufferSize,
 		WriteBufferPool:   &h.writePool,
 		Subprotocols:      []string{h.cfg.Subprotocol},
@@ -234,21 +224,4 @@ func originChecker(allowed []string) func(*http.Request) bool {
 		}
 		return false
 	}
-}
-
-// getRW returns the bufio pair Hijack hands gorilla: its reader is always
-// empty (gorilla refuses a hijacked reader with buffered bytes), and
-// gorilla borrows the writer's buffer to build the 101 response.
-func (h *Handler) getRW() *bufio.ReadWriter {
-	if rw, ok := h.rwPool.Get().(*bufio.ReadWriter); ok {
-		return rw
-	}
-	return bufio.NewReadWriter(bufio.NewReaderSize(nil, 16), bufio.NewWriterSize(nil, 512))
-}
-
-// putRW drops the pair's references to the connection before pooling it.
-func (h *Handler) putRW(rw *bufio.ReadWriter) {
-	rw.Reader.Reset(nil)
-	rw.Writer.Reset(nil)
-	h.rwPool.Put(rw)
 }

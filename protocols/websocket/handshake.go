@@ -61,9 +61,7 @@ func (s *session) handshake(in []byte) (int, error) {
 		s.h.n.notFound.Add(1)
 		return end, s.refuse(http.StatusNotFound, fmt.Errorf("%w: %q", ErrNotFound, req.URL.Path))
 	}
-	rw := s.h.getRW()
-	defer s.h.putRW(rw)
-	return end, s.upgrade(req, rw)
+	return end, s.upgrade(req)
 }
 
 // hasBody reports whether the request announces a body: a Content-Length
@@ -80,8 +78,8 @@ func hasBody(h http.Header) bool {
 
 // upgrade runs gorilla's Upgrader over the Hijacker shim. On failure the
 // Upgrader's Error func (Handler.handshakeError) has answered already.
-func (s *session) upgrade(req *http.Request, rw *bufio.ReadWriter) error {
-	shim := &responseShim{l: s.l, rw: rw}
+func (s *session) upgrade(req *http.Request) error {
+	shim := &responseShim{l: s.l}
 	ws, err := s.h.upgrader.Upgrade(shim, req, nil)
 	if err != nil {
 		s.closing = true
@@ -147,12 +145,10 @@ func (s *session) httpError(status int, msg string) {
 }
 
 // responseShim is the http.ResponseWriter gorilla's Upgrader gets: it
-// hijacks to the lease, with an empty reader and a small writer. Errors
-// are answered by handshakeError, so the writer methods only have to
-// exist.
+// hijacks to the lease and the lease's bufio pair. Errors are answered by
+// handshakeError, so the writer methods only have to exist.
 type responseShim struct {
 	l      *lease
-	rw     *bufio.ReadWriter
 	header http.Header
 	status int
 }
@@ -170,11 +166,12 @@ func (r *responseShim) Write(p []byte) (int, error) { return len(p), nil }
 
 func (r *responseShim) WriteHeader(status int) { r.status = status }
 
-// Hijack hands over the wire: gorilla writes the 101 through the lease and
-// keeps it as its net.Conn; rw it only borrows during Upgrade.
+// Hijack hands over the wire: gorilla writes the 101 through the lease,
+// keeps it as its net.Conn and the lease's reader as its read buffer; the
+// writer's buffer it only borrows during Upgrade.
 func (r *responseShim) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if r.l.ws != nil {
 		return nil, nil, errors.New("websocket: already upgraded")
 	}
-	return r.l, r.rw, nil
+	return r.l, r.l.rw, nil
 }

@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -42,7 +43,8 @@ const (
 // ends, so gorilla never sees a short or failed write (its first write
 // error would stick too).
 type lease struct {
-	ws      *gorilla.Conn // nil in a bare lease
+	ws      *gorilla.Conn     // nil in a bare lease
+	rw      *bufio.ReadWriter // what Hijack hands gorilla; its reader becomes ws's read buffer
 	variant int
 	s       *session // the borrower; nil while pooled
 	feed    []byte   // what Read serves during one gorilla read
@@ -59,6 +61,27 @@ var _ net.Conn = (*lease)(nil)
 // messages, so this means a bug; gorilla's read side is dead after it and
 // the session closes with 1011.
 var errNoInput = errors.New("websocket: read past the buffered message")
+
+// leaseReadBuffer is the size of a lease's bufio.Reader. gorilla takes a
+// hijacked reader bigger than 256 bytes as its Conn's read buffer (with
+// Upgrader.ReadBufferSize 0), so the lease owns the Conn's read buffer and
+// the session can check, after every message, that gorilla left nothing
+// buffered: a Conn that did must not serve another session.
+const leaseReadBuffer = 512
+
+// hijackWriteBuffer is the writer gorilla borrows to build the 101.
+const hijackWriteBuffer = 512
+
+// newLease returns a bare lease with its bufio pair.
+func newLease() *lease {
+	l := &lease{variant: bare}
+	l.rw = bufio.NewReadWriter(bufio.NewReaderSize(l, leaseReadBuffer), bufio.NewWriterSize(l, hijackWriteBuffer))
+	return l
+}
+
+// residue is what gorilla has not read of the message it was fed: bytes
+// still in feed, and bytes its read buffer took from feed but never used.
+func (l *lease) residue() int { return len(l.feed) + l.rw.Reader.Buffered() }
 
 // maxPooledOut is the largest staging buffer a returned lease keeps, so
 // one burst does not pin memory in the pool.
@@ -77,7 +100,7 @@ type leases struct {
 func (ls *leases) init(writePool *sync.Pool) {
 	for v := plain; v < variants; v++ {
 		ls.synth[v] = gorilla.Upgrader{
-			ReadBufferSize:    readBufferSize,
+			ReadBufferSize:    0, // the lease's reader (leaseReadBuffer)
 			WriteBufferSize:   writeBufferSize,
 			WriteBufferPool:   writePool,
 			EnableCompression: v == deflate,
@@ -91,7 +114,7 @@ func (ls *leases) init(writePool *sync.Pool) {
 func (h *Handler) lend(s *session, variant int) (*lease, error) {
 	l, _ := h.leases.pool[variant].Get().(*lease)
 	if l == nil {
-		l = &lease{variant: bare}
+		l = newLease()
 		if variant != bare {
 			if err := h.synthesize(l, variant); err != nil {
 				return nil, err
@@ -152,9 +175,7 @@ func (h *Handler) synthesize(l *lease, variant int) error {
 	if variant == deflate {
 		req.Header["Sec-Websocket-Extensions"] = []string{"permessage-deflate"}
 	}
-	rw := h.getRW()
-	defer h.putRW(rw)
-	ws, err := h.leases.synth[variant].Upgrade(&responseShim{l: l, rw: rw}, req, nil)
+	ws, err := h.leases.synth[variant].Upgrade(&responseShim{l: l}, req, nil)
 	l.out = l.out[:0]
 	if err != nil {
 		return fmt.Errorf("%w: making a gorilla Conn: %w", ErrInternal, err)

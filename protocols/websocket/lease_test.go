@@ -98,3 +98,93 @@ func TestFailedCallDropsItsLease(t *testing.T) {
 		t.Errorf("published %d, want 8", got)
 	}
 }
+
+// deflatedFinal is msg compressed into a stream that ends with a final
+// block (BFINAL set, which RFC 7692 §7.2.3.4 allows), so an inflater stops
+// there whatever bytes follow in the message.
+func deflatedFinal(t *testing.T, msg string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := flate.NewWriter(&b, flate.BestSpeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(msg))
+	w.Close()
+	return b.Bytes()
+}
+
+// A compressed message whose deflate stream ends before its frames do
+// leaves bytes that gorilla never reads, unless the inflater's own
+// read-ahead swallowed them (it reads 4 KiB at a time). What gorilla did
+// not read must not stay in a pooled Conn, where the next session's read
+// would start with it: the session closes with 1007 and drops the lease.
+func TestDeflateStreamEndingEarly(t *testing.T) {
+	h := New(config.WebSocket{Compression: true, MaxMessage: 1 << 20}, bus.New(bus.Options{}), nil)
+	stream := deflatedFinal(t, `{"op":"ping"}`)
+	junk := bytes.Repeat([]byte{0x81, 0x05, 'h', 'e', 'l', 'l', 'o'}, 3000) // 21 KB
+	for _, tt := range []struct {
+		name     string
+		frames   []byte
+		mustFail bool // else the junk was swallowed whole and may be ignored
+	}{
+		{"a few bytes in the frame", clientFrame(0x80|0x40|byte(OpText), append(append([]byte{}, stream...), 1, 2, 3)), false},
+		{"21 KB in the frame", clientFrame(0x80|0x40|byte(OpText), append(append([]byte{}, stream...), junk...)), true},
+		// gorilla's read buffer takes both frames; the inflater stops
+		// after the first: only the buffer holds the rest.
+		{"a small continuation frame", append(clientFrame(0x40|byte(OpText), stream), clientFrame(finCont, junk[:70])...), true},
+		{"21 KB in continuation frames", append(append(clientFrame(0x40|byte(OpText), stream), clientFrame(byte(OpContinuation), junk[:7000])...),
+			clientFrame(finCont, junk[7000:])...), true},
+	} {
+		for range 3 {
+			bad := newOffline(t, h, offerDeflate)
+			bad.feed(tt.frames)
+			if tt.mustFail && !errors.Is(bad.conn.reason, ErrInvalidPayload) {
+				t.Fatalf("%s: closed %v with %v, want invalid payload (1007)", tt.name, bad.conn.closed, bad.conn.reason)
+			}
+			good := newOffline(t, h, offerDeflate)
+			good.feed(deflated(t, `{"op":"ping"}`))
+			if good.conn.closed || !replyIsCompressed(t, good) {
+				t.Fatalf("after %s: the next session closed with %v", tt.name, good.conn.reason)
+			}
+		}
+	}
+}
+
+// FuzzLeaseIsolation: whatever one session is fed, the next session of the
+// same kind on the same handler (which gets the first one's lease back if
+// it was pooled) still answers a ping.
+func FuzzLeaseIsolation(f *testing.F) {
+	f.Add([]byte{}, false)
+	f.Add(clientFrame(finText, []byte(`{"op":"ping"}`)), false)
+	f.Add(clientFrame(finText, []byte(`{"op":"pub","topic":"a","data":"x"}`)), true)
+	f.Add(append(clientFrame(byte(OpText), []byte(`{"op":`)), clientFrame(finCont, []byte(`"ping"}`))...), false)
+	f.Add(clientFrame(0x80|0x40|byte(OpText), []byte{0xff, 0xff, 0xff, 0xff}), true)
+	f.Add(clientFrame(finClose, []byte{0x03, 0xe8}), true)
+	f.Add(clientFrame(finText, []byte{0xff}), false)
+	// A deflate stream that ends in its first frame, a short continuation
+	// frame after it (TestDeflateStreamEndingEarly).
+	var final bytes.Buffer
+	w, _ := flate.NewWriter(&final, flate.BestSpeed)
+	w.Write([]byte(`{"op":"ping"}`))
+	w.Close()
+	f.Add(append(clientFrame(0x40|byte(OpText), final.Bytes()), clientFrame(finCont, []byte("junk after the final block"))...), true)
+	f.Fuzz(func(t *testing.T, data []byte, compressed bool) {
+		h := New(config.WebSocket{Compression: true, MaxMessage: 4096}, bus.New(bus.Options{}), nil)
+		var extra []string
+		if compressed {
+			extra = append(extra, offerDeflate)
+		}
+		first := newOffline(t, h, extra...)
+		first.feed(data)
+		next := newOffline(t, h, extra...)
+		ping := clientFrame(finText, []byte(`{"op":"ping"}`))
+		if compressed {
+			ping = deflated(t, `{"op":"ping"}`)
+		}
+		next.feed(ping)
+		if next.conn.closed || replyIsCompressed(t, next) != compressed {
+			t.Fatalf("after %q: the next session closed with %v", data, next.conn.reason)
+		}
+	})
+}

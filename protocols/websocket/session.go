@@ -346,9 +346,12 @@ func (s *session) read(raw, dst []byte) (int, []byte, error) {
 			_ = c.Close() // hands an inflater back to gorilla's pool
 		}
 	}
-	left := len(l.feed)
+	left := l.residue()
 	l.feed = nil
 	switch {
+	case err == nil && left > 0 && s.scan.Deflate:
+		// The deflate stream ended (a final block) before the frames did.
+		err = fmt.Errorf("%w: %d bytes after the end of the compressed data", ErrInvalidPayload, left)
 	case err == nil && left > 0:
 		err = fmt.Errorf("%w: gorilla left %d bytes of the message", ErrInternal, left)
 	case err == nil:
