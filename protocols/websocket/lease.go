@@ -126,11 +126,13 @@ func (h *Handler) lend(s *session, variant int) (*lease, error) {
 }
 
 // giveBack pools a lease after a call that ended cleanly; after a failed
-// one its Conn may hold a sticky error, so it is left to the GC.
+// one its Conn may hold a sticky error, so it is left to the GC. A bare
+// lease has no Conn to spoil and is pooled either way, so refused
+// handshakes do not cost a new one each.
 func (h *Handler) giveBack(l *lease, clean bool) {
 	l.s, l.feed = nil, nil
 	l.batch, l.deliveries = 0, 0
-	if !clean {
+	if !clean && l.ws != nil {
 		return
 	}
 	if cap(l.out) > maxPooledOut {
