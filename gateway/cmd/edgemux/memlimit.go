@@ -9,8 +9,9 @@ import (
 // memoryLimit applies limits.memory_limit to the Go runtime. The limit
 // belongs to the process, so the binary sets it, not the gateway package
 // (tests run many gateways in one process). Near the limit the runtime
-// collects sooner and hands freed pages back to the OS at once, instead of
-// keeping them for minutes after a burst.
+// collects sooner and hands freed pages back to the OS at once; without
+// one, what a burst left behind waits for the next collection, which a
+// quiet process may not run for two minutes.
 type memoryLimit struct {
 	initial int64 // what the process started with: GOMEMLIMIT, or none
 }
