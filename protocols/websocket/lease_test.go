@@ -16,14 +16,22 @@ const offerDeflate = "Sec-WebSocket-Extensions: permessage-deflate\r\n"
 // trailing empty block cut off as RFC 7692 says).
 func deflated(t *testing.T, msg string) []byte {
 	t.Helper()
+	return clientFrame(0x80|0x40|byte(OpText), bytes.TrimSuffix(compressed(msg, false), []byte{0, 0, 0xff, 0xff}))
+}
+
+// compressed is msg compressed, flushed with an empty block or, if final, ended
+// with a final block (BFINAL set, which RFC 7692 §7.2.3.4 allows), where
+// an inflater stops whatever bytes follow.
+func compressed(msg string, final bool) []byte {
 	var b bytes.Buffer
-	w, err := flate.NewWriter(&b, flate.BestSpeed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := flate.NewWriter(&b, flate.BestSpeed) // fails only for a bad level
 	w.Write([]byte(msg))
-	w.Flush()
-	return clientFrame(0x80|0x40|byte(OpText), bytes.TrimSuffix(b.Bytes(), []byte{0, 0, 0xff, 0xff}))
+	if final {
+		w.Close()
+	} else {
+		w.Flush()
+	}
+	return b.Bytes()
 }
 
 // replyIsCompressed reports whether the session's one reply frame has
@@ -99,21 +107,6 @@ func TestFailedCallDropsItsLease(t *testing.T) {
 	}
 }
 
-// deflatedFinal is msg compressed into a stream that ends with a final
-// block (BFINAL set, which RFC 7692 §7.2.3.4 allows), so an inflater stops
-// there whatever bytes follow in the message.
-func deflatedFinal(t *testing.T, msg string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w, err := flate.NewWriter(&b, flate.BestSpeed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(msg))
-	w.Close()
-	return b.Bytes()
-}
-
 // A compressed message whose deflate stream ends before its frames do
 // leaves bytes that gorilla never reads, unless the inflater's own
 // read-ahead swallowed them (it reads 4 KiB at a time). What gorilla did
@@ -121,7 +114,7 @@ func deflatedFinal(t *testing.T, msg string) []byte {
 // would start with it: the session closes with 1007 and drops the lease.
 func TestDeflateStreamEndingEarly(t *testing.T) {
 	h := New(config.WebSocket{Compression: true, MaxMessage: 1 << 20}, bus.New(bus.Options{}), nil)
-	stream := deflatedFinal(t, `{"op":"ping"}`)
+	stream := compressed(`{"op":"ping"}`, true)
 	junk := bytes.Repeat([]byte{0x81, 0x05, 'h', 'e', 'l', 'l', 'o'}, 3000) // 21 KB
 	for _, tt := range []struct {
 		name     string
@@ -164,11 +157,7 @@ func FuzzLeaseIsolation(f *testing.F) {
 	f.Add(clientFrame(finText, []byte{0xff}), false)
 	// A deflate stream that ends in its first frame, a short continuation
 	// frame after it (TestDeflateStreamEndingEarly).
-	var final bytes.Buffer
-	w, _ := flate.NewWriter(&final, flate.BestSpeed)
-	w.Write([]byte(`{"op":"ping"}`))
-	w.Close()
-	f.Add(append(clientFrame(0x40|byte(OpText), final.Bytes()), clientFrame(finCont, []byte("junk after the final block"))...), true)
+	f.Add(append(clientFrame(0x40|byte(OpText), compressed(`{"op":"ping"}`, true)), clientFrame(finCont, []byte("junk after the final block"))...), true)
 	f.Fuzz(func(t *testing.T, data []byte, compressed bool) {
 		h := New(config.WebSocket{Compression: true, MaxMessage: 4096}, bus.New(bus.Options{}), nil)
 		var extra []string
