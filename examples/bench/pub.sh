@@ -17,7 +17,8 @@
 # Environment: POLICIES ("entropy roundrobin inline"), CONN_COUNTS
 # ("1000 10000"), DURATION (10s), SIZE (32), SUBS (4), RATE (0 = as fast as
 # possible), WRITERS (2) and BATCH (1): loadgen's writer goroutines and
-# PUB frames per write, SOURCES (32), PORT (15030).
+# PUB frames per write, SOURCES (32), PORT (15030), POOL_WORKERS (2):
+# workers of the private pool.
 
 source "$(dirname "$0")/lib.sh"
 
@@ -31,6 +32,7 @@ WRITERS=${WRITERS:-2}
 BATCH=${BATCH:-1}
 SOURCES=${SOURCES:-32}
 PORT=${PORT:-15030}
+POOL_WORKERS=${POOL_WORKERS:-2}
 
 bench_build
 
@@ -46,6 +48,9 @@ limits:
   max_sniffing_per_ip: 1024
 dispatch:
   policy: $1
+pools:
+  private:
+    workers: $POOL_WORKERS
 private:
   hello_within: 60s
 log:
