@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -226,20 +227,33 @@ func (g *Gateway) stop() {
 	})
 }
 
-// Reload validates cfg and swaps in its routes, limits and sniff settings.
-// Live connections are untouched. Settings that need a restart (listen,
-// loops, pools, dispatch, udp) are reported in the returned error, joined
-// with errRestartCfg, and otherwise ignored.
+// Reload validates cfg and swaps in its routes, limits, sniff settings and
+// websocket section. Live connections are untouched (open WebSocket
+// sessions take the new websocket settings from their next call).
+// Settings that need a restart are reported in the returned error, joined
+// with errRestartCfg, and otherwise ignored; so is a section the built-in
+// handler does not serve (Options.Handlers replaced it).
 func (g *Gateway) Reload(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	var ignored []error
-	if cfg.Listen != g.cfg.Listen || cfg.Loops != g.cfg.Loops {
-		ignored = append(ignored, fmt.Errorf("listen/loops: %w", errRestartCfg))
-	}
-	if fmt.Sprint(cfg.Pools) != fmt.Sprint(g.cfg.Pools) || cfg.Dispatch != g.cfg.Dispatch {
-		ignored = append(ignored, fmt.Errorf("pools/dispatch: %w", errRestartCfg))
+	for _, s := range []struct {
+		what    string
+		changed bool
+	}{
+		{"listen/loops/pin_cpus", cfg.Listen != g.cfg.Listen || cfg.Loops != g.cfg.Loops || cfg.PinCPUs != g.cfg.PinCPUs},
+		{"pools/dispatch", fmt.Sprint(cfg.Pools) != fmt.Sprint(g.cfg.Pools) || cfg.Dispatch != g.cfg.Dispatch},
+		{"private", !reflect.DeepEqual(cfg.Private, g.cfg.Private)},
+		{"quarantine", !reflect.DeepEqual(cfg.Quarantine, g.cfg.Quarantine)},
+		{"bus", cfg.Bus != g.cfg.Bus},
+		{"admin", cfg.Admin != g.cfg.Admin},
+		{"udp", cfg.UDP != g.cfg.UDP},
+		{"log", cfg.Log != g.cfg.Log},
+	} {
+		if s.changed {
+			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))
+		}
 	}
 	rt, err := compileRuntime(cfg)
 	if err != nil {
@@ -251,6 +265,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		}
 	}
 	g.rt.Store(rt)
+	g.ws.Reload(cfg.WebSocket)
 	g.log.Info("reloaded", "routes", len(rt.routes))
 	return errors.Join(ignored...)
 }

@@ -3,12 +3,16 @@ package gateway
 import (
 	"bufio"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // wsHandshake opens a raw WebSocket connection (upgrade request, 101
@@ -71,5 +75,42 @@ func TestIdleWebSocketsCostNoGoroutines(t *testing.T) {
 	}
 	if up := g.Snapshot().WebSocket["upgrades"]; up != uint64(n) {
 		t.Errorf("snapshot: %d upgrades, want %d", up, n)
+	}
+}
+
+// TestReloadWebSocketSettings: a reload changes allowed_origins for the
+// next handshake, and a changed section that needs a restart is reported,
+// not silently ignored.
+func TestReloadWebSocketSettings(t *testing.T) {
+	cfg := rbConfig(t)
+	cfg.WebSocket.AllowedOrigins = []string{"https://a.example"}
+	g := startGateway(t, cfg, Options{})
+	url := "ws://" + g.Addr().String() + "/ws"
+	dialFrom := func(origin string) (int, error) {
+		d := websocket.Dialer{HandshakeTimeout: rbIOTimeout}
+		ws, resp, err := d.Dial(url, http.Header{"Origin": {origin}})
+		if ws != nil {
+			ws.Close()
+		}
+		if resp == nil {
+			return 0, err
+		}
+		return resp.StatusCode, nil
+	}
+	if code, err := dialFrom("https://b.example"); code != http.StatusForbidden {
+		t.Fatalf("origin b before reload: %d, %v", code, err)
+	}
+	next := rbConfig(t)
+	next.WebSocket.AllowedOrigins = []string{"https://b.example"}
+	next.Private.MaxSubs = 3 // needs a restart
+	err := g.Reload(next)
+	if !errors.Is(err, errRestartCfg) || !strings.Contains(err.Error(), "private") {
+		t.Errorf("Reload = %v, want private reported as needing a restart", err)
+	}
+	if code, err := dialFrom("https://b.example"); code != http.StatusSwitchingProtocols {
+		t.Fatalf("origin b after reload: %d, %v", code, err)
+	}
+	if code, _ := dialFrom("https://a.example"); code != http.StatusForbidden {
+		t.Errorf("origin a after reload: %d, want 403", code)
 	}
 }

@@ -97,11 +97,9 @@ type counters struct {
 // Handler serves WebSocket connections for the workers of one pool. It is
 // safe for concurrent use; each connection's state is its session.
 type Handler struct {
-	cfg      config.WebSocket
-	bus      *bus.Bus
-	log      *slog.Logger
-	drop     bool // slow_consumer: drop
-	upgrader gorilla.Upgrader
+	bus *bus.Bus
+	log *slog.Logger
+	set atomic.Pointer[settings] // swapped by Reload
 
 	// writePool holds gorilla's frame buffers. It has no New on purpose
 	// (gorilla #953): gorilla allocates when Get returns nil, and a New
@@ -123,26 +121,49 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "websocket")}
-	h.drop = h.cfg.SlowConsumer == "drop"
+	h := &Handler{bus: b, log: log.With("component", "websocket")}
 	// Keep only modest buffers, so one big message does not pin memory.
 	h.buf.Min, h.buf.Max = 512, 2*flushAt
 	h.msgs.Min, h.msgs.Max = 16, 1024
-	h.upgrader = gorilla.Upgrader{
-		ReadBufferSize:    0, // gorilla reads through the lease's own bufio.Reader (lease.go)
-		WriteBufferSize:   writeBufferSize,
-		WriteBufferPool:   &h.writePool,
-		Subprotocols:      []string{h.cfg.Subprotocol},
-		EnableCompression: h.cfg.Compression,
-		CheckOrigin:       originChecker(h.cfg.AllowedOrigins),
-		Error:             h.handshakeError,
-	}
 	h.leases.init(&h.writePool)
+	h.set.Store(h.newSettings(cfg))
 	return h
 }
 
+// settings are what Reload swaps: the configuration, defaults filled in,
+// and what is built from it. A call reads them once, when it borrows its
+// lease, so one call never sees two configurations.
+type settings struct {
+	cfg      config.WebSocket
+	drop     bool // slow_consumer: drop
+	upgrader gorilla.Upgrader
+}
+
+func (h *Handler) newSettings(cfg config.WebSocket) *settings {
+	st := &settings{cfg: withDefaults(cfg)}
+	st.drop = st.cfg.SlowConsumer == "drop"
+	st.upgrader = gorilla.Upgrader{
+		ReadBufferSize:    0, // gorilla reads through the lease's own bufio.Reader (lease.go)
+		WriteBufferSize:   writeBufferSize,
+		WriteBufferPool:   &h.writePool,
+		Subprotocols:      []string{st.cfg.Subprotocol},
+		EnableCompression: st.cfg.Compression,
+		CheckOrigin:       originChecker(st.cfg.AllowedOrigins),
+		Error:             h.handshakeError,
+	}
+	return st
+}
+
+// Reload applies cfg: new handshakes use it at once, open sessions from
+// their next call (a new ping interval, say, from the next ping). A
+// session keeps the compression it negotiated.
+func (h *Handler) Reload(cfg config.WebSocket) {
+	h.set.Store(h.newSettings(cfg))
+	h.log.Info("reloaded", "path", h.Config().Path, "allowed_origins", h.Config().AllowedOrigins)
+}
+
 // Config returns the configuration in effect, defaults filled in.
-func (h *Handler) Config() config.WebSocket { return h.cfg }
+func (h *Handler) Config() config.WebSocket { return h.set.Load().cfg }
 
 // Stats returns a snapshot of the counters.
 func (h *Handler) Stats() Stats {
@@ -163,10 +184,8 @@ func (h *Handler) Stats() Stats {
 // handshake deadline runs from now.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 	h.n.sessions.Add(1)
-	c.SetTimer(h.cfg.HandshakeTimeout)
-	s := &session{h: h, conn: c}
-	s.scan.MaxMessage = int64(h.cfg.MaxMessage)
-	return s, nil
+	c.SetTimer(h.set.Load().cfg.HandshakeTimeout)
+	return &session{h: h, conn: c}, nil
 }
 
 // withDefaults fills zero fields and clamps the rest to the caps.

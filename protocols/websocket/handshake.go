@@ -38,7 +38,7 @@ func headerEnd(p []byte) int {
 // It consumes nothing until the header block is complete; any bytes after
 // it are frames, for the next call.
 func (s *session) handshake(in []byte) (int, error) {
-	limit := s.h.cfg.MaxHeaderBytes
+	limit := s.cfg().MaxHeaderBytes
 	end := headerEnd(in[:min(len(in), limit)])
 	if end == 0 {
 		if len(in) < limit {
@@ -51,13 +51,13 @@ func (s *session) handshake(in []byte) (int, error) {
 	hr := s.h.requests.get()
 	defer s.h.requests.put(hr)
 	req := &hr.req
-	switch err := hr.parse(in[:end], s.h.cfg.Path); {
+	switch err := hr.parse(in[:end], s.cfg().Path); {
 	case err != nil:
 		return end, s.refuse(http.StatusBadRequest, fmt.Errorf("%w: %w: %w", ErrBadRequest, protocols.ErrMalformed, err))
 	case hasBody(req.Header):
 		// A body would be taken for frames: no handshake carries one.
 		return end, s.refuse(http.StatusBadRequest, fmt.Errorf("%w: %w: request with a body", ErrBadRequest, protocols.ErrMalformed))
-	case req.URL.Path != s.h.cfg.Path:
+	case req.URL.Path != s.cfg().Path:
 		s.h.n.notFound.Add(1)
 		return end, s.refuse(http.StatusNotFound, fmt.Errorf("%w: %q", ErrNotFound, req.URL.Path))
 	}
@@ -80,7 +80,7 @@ func hasBody(h http.Header) bool {
 // Upgrader's Error func (Handler.handshakeError) has answered already.
 func (s *session) upgrade(req *http.Request) error {
 	shim := &responseShim{l: s.l}
-	ws, err := s.h.upgrader.Upgrade(shim, req, nil)
+	ws, err := s.l.set.upgrader.Upgrade(shim, req, nil)
 	if err != nil {
 		s.closing = true
 		if shim.status == http.StatusForbidden {
@@ -94,7 +94,7 @@ func (s *session) upgrade(req *http.Request) error {
 	s.upgraded = true
 	s.h.adopt(s.l, ws, s.scan.Deflate)
 	s.h.n.upgrades.Add(1)
-	s.conn.SetTimer(s.h.cfg.PingInterval)
+	s.conn.SetTimer(s.cfg().PingInterval)
 	return nil
 }
 

@@ -168,3 +168,36 @@ func TestPipelinedFramesAfterHandshake(t *testing.T) {
 		t.Errorf("closed %v (%v), out %q", c.closed, c.reason, c.out)
 	}
 }
+
+// Reload applies to new handshakes at once and to open sessions from
+// their next call.
+func TestReload(t *testing.T) {
+	h := New(config.WebSocket{AllowedOrigins: []string{"https://a.example"}, MaxSubs: 1}, bus.New(bus.Options{}), nil)
+	open := newOffline(t, h, "Origin: https://a.example\r\n")
+	open.send(`{"op":"sub","topic":"x"}`)
+	open.send(`{"op":"sub","topic":"y"}`)
+	if f := open.frames(t); len(f) != 1 || !strings.Contains(f[0].payload, CodeTooManySubs) {
+		t.Fatalf("second sub with max_subs 1: %+v", f)
+	}
+	refused := newFakeConn()
+	sess, _ := h.Open(refused)
+	refused.sess = sess
+	(&feeder{conn: refused, sess: sess}).feed([]byte(upgradeRequest("/ws", "Origin: https://b.example\r\n")))
+	if !bytes.HasPrefix(refused.out, []byte("HTTP/1.1 403 ")) {
+		t.Fatalf("origin b before reload: %q", refused.out)
+	}
+
+	h.Reload(config.WebSocket{AllowedOrigins: []string{"https://b.example"}, MaxSubs: 2, PingInterval: 7 * time.Second})
+	newOffline(t, h, "Origin: https://b.example\r\n") // fails the test unless upgraded
+	open.send(`{"op":"sub","topic":"y"}`)
+	if f := open.frames(t); len(f) != 0 {
+		t.Errorf("second sub after reload to max_subs 2: %+v", f)
+	}
+	open.timer()
+	if open.conn.timer != 7*time.Second {
+		t.Errorf("ping interval after reload: %v", open.conn.timer)
+	}
+	if got := h.Config(); got.MaxSubs != 2 || got.Path != DefaultPath {
+		t.Errorf("Config after reload: %+v", got)
+	}
+}

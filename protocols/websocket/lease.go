@@ -43,6 +43,7 @@ const (
 // ends, so gorilla never sees a short or failed write (its first write
 // error would stick too).
 type lease struct {
+	set     *settings         // the handler's settings for this call
 	ws      *gorilla.Conn     // nil in a bare lease
 	rw      *bufio.ReadWriter // what Hijack hands gorilla; its reader becomes ws's read buffer
 	variant int
@@ -121,7 +122,7 @@ func (h *Handler) lend(s *session, variant int) (*lease, error) {
 			}
 		}
 	}
-	l.s = s
+	l.s, l.set = s, h.set.Load()
 	return l, nil
 }
 
@@ -130,7 +131,7 @@ func (h *Handler) lend(s *session, variant int) (*lease, error) {
 // lease has no Conn to spoil and is pooled either way, so refused
 // handshakes do not cost a new one each.
 func (h *Handler) giveBack(l *lease, clean bool) {
-	l.s, l.feed = nil, nil
+	l.s, l.set, l.feed = nil, nil, nil
 	l.batch, l.deliveries = 0, 0
 	if !clean && l.ws != nil {
 		return

@@ -100,8 +100,8 @@ func busValue(data json.RawMessage) []byte {
 // at once, unless retained is false.
 func (s *session) subscribe(filter string, retained bool) error {
 	i := slices.IndexFunc(s.subs, func(x subscription) bool { return x.filter == filter })
-	if i < 0 && len(s.subs) >= s.h.cfg.MaxSubs {
-		return s.replyError(CodeTooManySubs, fmt.Sprintf("at most %d subscriptions", s.h.cfg.MaxSubs))
+	if i < 0 && len(s.subs) >= s.cfg().MaxSubs {
+		return s.replyError(CodeTooManySubs, fmt.Sprintf("at most %d subscriptions", s.cfg().MaxSubs))
 	}
 	if s.sub == nil {
 		sub, err := s.h.bus.NewSubscriber(s.conn.Notify)

@@ -12,6 +12,7 @@ import (
 
 	gorilla "github.com/gorilla/websocket"
 
+	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/route/bus"
 )
@@ -88,15 +89,15 @@ func (s *session) Timer() (err error) {
 	}()
 	if !s.upgraded {
 		s.h.n.handshakeTimeouts.Add(1)
-		s.httpError(http.StatusRequestTimeout, "request not complete within "+s.h.cfg.HandshakeTimeout.String())
+		s.httpError(http.StatusRequestTimeout, "request not complete within "+s.cfg().HandshakeTimeout.String())
 		return ErrHandshakeTimeout
 	}
-	if int(s.missed) >= s.h.cfg.MissedPongs {
+	if int(s.missed) >= s.cfg().MissedPongs {
 		s.h.n.pongTimeouts.Add(1)
 		return s.closeWith(ClosePolicy, "ping timeout", ErrPongTimeout)
 	}
 	s.missed++
-	s.conn.SetTimer(s.h.cfg.PingInterval)
+	s.conn.SetTimer(s.cfg().PingInterval)
 	return s.writeControl(gorilla.PingMessage, nil)
 }
 
@@ -130,8 +131,12 @@ func (s *session) begin() error {
 		return err
 	}
 	s.l = l
+	s.scan.MaxMessage = int64(l.set.cfg.MaxMessage)
 	return nil
 }
+
+// cfg is the configuration of the current call.
+func (s *session) cfg() *config.WebSocket { return &s.l.set.cfg }
 
 // end writes what the call staged and gives the lease back. When the call
 // failed, what is staged is an HTTP error or a close frame: it is written
@@ -173,7 +178,7 @@ func (s *session) flush() error {
 	staged, deliveries := int(l.batch), uint64(l.deliveries)
 	l.batch, l.deliveries = 0, 0
 	var err error
-	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(l.out) > s.h.cfg.HighWater {
+	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(l.out) > s.cfg().HighWater {
 		err = protocols.ErrBackpressure
 	} else {
 		err = s.conn.Write(l.out)
@@ -196,14 +201,14 @@ const maxServerHeader = 10
 // what is staged always fits.
 func (s *session) wouldOverflow(n int) bool {
 	pending := s.conn.Buffered() + len(s.l.out)
-	return pending > 0 && pending+n+maxServerHeader > s.h.cfg.HighWater
+	return pending > 0 && pending+n+maxServerHeader > s.cfg().HighWater
 }
 
 // slow applies the slow-consumer policy to staged messages that did not
 // fit: drop counts and forgets them, close closes with 1008 (a close frame
 // that may not fit either).
 func (s *session) slow(staged int) error {
-	if s.h.drop && s.upgraded {
+	if s.l.set.drop && s.upgraded {
 		s.h.n.slowDrop.Add(uint64(staged))
 		return nil
 	}
@@ -341,7 +346,7 @@ func (s *session) read(raw, dst []byte) (int, []byte, error) {
 	l.feed = raw
 	typ, r, err := l.ws.NextReader()
 	if err == nil {
-		dst, err = readAll(r, dst, s.h.cfg.MaxMessage)
+		dst, err = readAll(r, dst, s.cfg().MaxMessage)
 		if c, ok := r.(io.Closer); ok {
 			_ = c.Close() // hands an inflater back to gorilla's pool
 		}
@@ -453,7 +458,7 @@ func (s *session) writeControl(typ int, payload []byte) error {
 // the drop policy; under close, the flush that follows it fails.
 func (s *session) writeText(p []byte, delivery bool) error {
 	if s.wouldOverflow(len(p)) {
-		if s.h.drop {
+		if s.l.set.drop {
 			s.h.n.slowDrop.Add(1)
 			return nil
 		}

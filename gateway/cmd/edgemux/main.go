@@ -111,14 +111,17 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 	}
 }
 
+// reload applies the file again. A file that does not load (or validate)
+// changes nothing; one that does is applied as far as the gateway can
+// without a restart, which it reports, and its memory limit always.
 func reload(g *gateway.Gateway, file string, mem memoryLimit, log *slog.Logger) {
 	cfg, err := load(file)
-	if err == nil {
-		err = g.Reload(cfg)
-	}
 	if err != nil {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
 		return
+	}
+	if err := g.Reload(cfg); err != nil {
+		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
 	}
 	mem.apply(cfg.Limits.MemoryLimit, log)
 }
