@@ -229,10 +229,10 @@ func (g *Gateway) stop() {
 
 // Reload validates cfg and swaps in its routes, limits, sniff settings and
 // websocket section. Live connections are untouched (open WebSocket
-// sessions take the new websocket settings from their next call).
-// Settings that need a restart are reported in the returned error, joined
-// with errRestartCfg, and otherwise ignored; so is a section the built-in
-// handler does not serve (Options.Handlers replaced it).
+// sessions take the new websocket settings from their next call). Every
+// other section that changed needs a restart: it is named in the returned
+// error, joined with errRestartCfg, and otherwise ignored. The log section
+// and limits.memory_limit are the process's, applied by the binary.
 func (g *Gateway) Reload(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -249,7 +249,6 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"bus", cfg.Bus != g.cfg.Bus},
 		{"admin", cfg.Admin != g.cfg.Admin},
 		{"udp", cfg.UDP != g.cfg.UDP},
-		{"log", cfg.Log != g.cfg.Log},
 	} {
 		if s.changed {
 			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))

@@ -78,9 +78,8 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	log := slog.New(newLogHandler(cfg.Log, stderr))
-	mem := newMemoryLimit()
-	mem.apply(cfg.Limits.MemoryLimit, log)
+	proc, log := newProcess(cfg.Log, stderr)
+	proc.apply(cfg, log)
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -100,7 +99,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 			return 0
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				reload(g, file, mem, log)
+				reload(g, file, proc, log)
 				continue
 			}
 			log.Info("draining", "signal", s.String(), "grace", drain)
@@ -113,8 +112,8 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 
 // reload applies the file again. A file that does not load (or validate)
 // changes nothing; one that does is applied as far as the gateway can
-// without a restart, which it reports, and its memory limit always.
-func reload(g *gateway.Gateway, file string, mem memoryLimit, log *slog.Logger) {
+// without a restart, which it reports, and the process settings always.
+func reload(g *gateway.Gateway, file string, proc *process, log *slog.Logger) {
 	cfg, err := load(file)
 	if err != nil {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
@@ -123,15 +122,5 @@ func reload(g *gateway.Gateway, file string, mem memoryLimit, log *slog.Logger) 
 	if err := g.Reload(cfg); err != nil {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
 	}
-	mem.apply(cfg.Limits.MemoryLimit, log)
-}
-
-func newLogHandler(c config.Log, w io.Writer) slog.Handler {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
-		return slog.NewJSONHandler(w, opts)
-	}
-	return slog.NewTextHandler(w, opts)
+	proc.apply(cfg, log)
 }

@@ -97,11 +97,13 @@ func TestSignals(t *testing.T) {
 	}
 	defer dev.Close()
 
-	// The reload also applies limits.memory_limit, which the binary owns.
-	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlimits: {memory_limit: 67108864}\n"), 0o644)
+	// The reload also applies limits.memory_limit and log.level, which the
+	// binary owns.
+	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlimits: {memory_limit: 67108864}\nlog: {level: debug}\n"), 0o644)
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, logs, "reloaded")
 	waitLog(t, logs, "bytes=67108864")
+	waitLog(t, logs, "to=DEBUG")
 	if err := dev.Ping(ctx); err != nil {
 		t.Fatalf("device after reload: %v", err)
 	}
