@@ -197,3 +197,46 @@ func BenchmarkHandshake(b *testing.B) {
 		}
 	}
 }
+
+// TestHotPathAllocs bounds the allocations of the benchmarked paths, so a
+// change that brings back http.ReadRequest, a gorilla Conn per session or
+// a buffer per call shows up as a failure, not only as a figure. The
+// bounds are the counts measured when written (handshake 13, ping 8,
+// delivery 2) plus slack for a pool the GC emptied mid-run.
+func TestHotPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	req := []byte(upgradeRequest("/ws"))
+	handshake := testing.AllocsPerRun(200, func() {
+		s, _ := h.Open(&memConn{})
+		s.Data(req)
+	})
+	o := newOffline(t, h)
+	ping := clientFrame(finText, []byte(`{"op":"ping"}`))
+	reply := testing.AllocsPerRun(200, func() {
+		o.sess.Data(ping)
+		o.conn.out = o.conn.out[:0]
+	})
+	o.send(`{"op":"sub","topic":"plant/+/temp"}`)
+	o.conn.out = o.conn.out[:0]
+	payload := []byte(`{"v":21.5}`)
+	delivery := testing.AllocsPerRun(200, func() {
+		h.bus.Publish("plant/1/temp", payload, "modbus")
+		o.sess.(protocols.Notified).Notified()
+		o.conn.out = o.conn.out[:0]
+	})
+	for _, c := range []struct {
+		what      string
+		got, most float64
+	}{
+		{"handshake", handshake, 15},
+		{"ping and its pong", reply, 10},
+		{"publish and delivery", delivery, 3},
+	} {
+		if c.got > c.most {
+			t.Errorf("%s: %v allocations, want at most %v", c.what, c.got, c.most)
+		}
+	}
+}
