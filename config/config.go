@@ -19,6 +19,7 @@ type Config struct {
 	Pools      map[string]Pool `yaml:"pools"`      // worker pools by protocol name
 	Routes     []Route         `yaml:"routes"`     // first match wins
 	Private    Private         `yaml:"private"`    // private protocol limits
+	Modbus     Modbus          `yaml:"modbus"`     // Modbus TCP server and its register map
 	WebSocket  WebSocket       `yaml:"websocket"`  // WebSocket endpoint and JSON pub/sub
 	Quarantine Quarantine      `yaml:"quarantine"` // quarantine pool behaviour
 	Bus        Bus             `yaml:"bus"`        // topic bus limits
@@ -90,6 +91,23 @@ type Private struct {
 	MaxSubs     int           `yaml:"max_subs"`     // subscriptions per connection
 	Queue       int           `yaml:"queue"`        // deliveries queued per connection
 	HelloWithin time.Duration `yaml:"hello_within"` // HELLO must come first, within this long
+}
+
+// Modbus configures the Modbus TCP server: the unit ids it answers and
+// the register map that shows bus topics to masters.
+type Modbus struct {
+	UnitIDs []int       `yaml:"unit_ids"` // unit ids answered; empty = any
+	Tags    []ModbusTag `yaml:"tags"`     // the register map
+}
+
+// ModbusTag is one bus topic seen as Modbus data.
+type ModbusTag struct {
+	Topic    string  `yaml:"topic"`    // bus topic, no wildcards
+	Table    string  `yaml:"table"`    // coil | discrete | input | holding
+	Address  int     `yaml:"address"`  // first coil or register, 0-based protocol address
+	Type     string  `yaml:"type"`     // bool | uint16 | int16 | uint32 | int32 | float32
+	Scale    float64 `yaml:"scale"`    // register = value x scale; 0 = 1
+	Writable bool    `yaml:"writable"` // masters may write it (coil, holding); writes are published
 }
 
 // WebSocket configures the WebSocket endpoint (HTTP upgrade on the shared

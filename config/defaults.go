@@ -61,6 +61,7 @@ func Defaults() Config {
 		Routes: []Route{
 			{Match: Match{Proto: "private"}, Action: "handle"},
 			{Match: Match{Proto: "websocket"}, Action: "handle"},
+			{Match: Match{Proto: "modbus"}, Action: "handle"},
 			{Match: Match{Proto: "http"}, Action: "admin"},
 			{Match: Match{Proto: anyProto}, Action: "quarantine"},
 		},
@@ -106,6 +107,7 @@ func defaultPools() map[string]Pool {
 	return map[string]Pool{
 		"private":      {Workers: 2, IdleTimeout: 5 * time.Minute, Pattern: "steady"},
 		"websocket":    {Workers: 2, Pattern: "bursty"}, // no idle timeout: server pings find dead peers
+		"modbus":       {Workers: 2, IdleTimeout: 10 * time.Minute, Pattern: "long-period"},
 		quarantinePool: {Workers: 2},
 	}
 }
@@ -117,7 +119,8 @@ func defaultPools() map[string]Pool {
 //     (not for proto "*": Validate asks for an explicit pool there);
 //   - a pool named after a protocol, without protocols, takes that
 //     protocol; an empty protocols list becomes nil;
-//   - an empty websocket.allowed_origins list becomes nil.
+//   - an empty websocket.allowed_origins or modbus.unit_ids list becomes
+//     nil.
 //
 // Parse calls it; it is idempotent. It changes c's routes and pools in
 // place, so copies of c that share them see the change.
@@ -143,5 +146,8 @@ func (c *Config) Normalize() {
 	}
 	if len(c.WebSocket.AllowedOrigins) == 0 {
 		c.WebSocket.AllowedOrigins = nil
+	}
+	if len(c.Modbus.UnitIDs) == 0 {
+		c.Modbus.UnitIDs = nil
 	}
 }

@@ -96,14 +96,14 @@ func TestParseMerge(t *testing.T) {
 				t.Error("unlisted default pool quarantine was dropped")
 			}
 		}},
-		{"new pool starts from zero", "pools:\n  modbus:\n    workers: 3\n", func(t *testing.T, c Config) {
-			p := c.Pools["modbus"]
-			want := Pool{Workers: 3, Protocols: []string{"modbus"}}
+		{"new pool starts from zero", "pools:\n  coap:\n    workers: 3\n", func(t *testing.T, c Config) {
+			p := c.Pools["coap"]
+			want := Pool{Workers: 3, Protocols: []string{"coap"}}
 			if !reflect.DeepEqual(p, want) {
-				t.Errorf("modbus pool = %+v, want %+v", p, want)
+				t.Errorf("coap pool = %+v, want %+v", p, want)
 			}
-			if len(c.Pools) != 4 {
-				t.Errorf("pools = %v, want the three defaults and modbus", c.Pools)
+			if len(c.Pools) != 5 {
+				t.Errorf("pools = %v, want the four defaults and coap", c.Pools)
 			}
 		}},
 		{"null removes a default pool", "pools:\n  private: ~\n", func(t *testing.T, c Config) {

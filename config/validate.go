@@ -72,6 +72,7 @@ func (c Config) Validate() error {
 	v.checkEnums()
 	v.checkCrossFields()
 	v.checkWebSocket()
+	v.checkModbus()
 	v.checkPools()
 	v.checkRoutes()
 	return v.result()

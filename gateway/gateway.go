@@ -25,6 +25,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/modbus"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
 	"github.com/edgemux/edgemux/protocols/websocket"
@@ -58,7 +59,8 @@ type Gateway struct {
 	reg     *registry.Registry
 	bus     *bus.Bus
 	book    *quarantine.Book
-	ws      *websocket.Handler // the built-in one, for its counters (Options.Handlers may replace it in the pools)
+	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
+	mb      *modbus.Handler
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -105,9 +107,11 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	})
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
 	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
+	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
 	handlers := map[string]protocols.Handler{
 		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
 		"websocket":  g.ws,
+		"modbus":     g.mb,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
 	}
 	for name, h := range opt.Handlers {
@@ -228,8 +232,9 @@ func (g *Gateway) stop() {
 }
 
 // Reload validates cfg and swaps in its routes, limits, sniff settings and
-// websocket section. Live connections are untouched (open WebSocket
-// sessions take the new websocket settings from their next call). Every
+// its websocket and modbus sections. Live connections are untouched (open
+// WebSocket sessions take the new settings from their next call, Modbus
+// masters from their next request). Every
 // other section that changed needs a restart: it is named in the returned
 // error, joined with errRestartCfg, and otherwise ignored. The log section
 // and limits.memory_limit are the process's, applied by the binary.
@@ -265,6 +270,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 	}
 	g.rt.Store(rt)
 	g.ws.Reload(cfg.WebSocket)
+	g.mb.Reload(cfg.Modbus)
 	g.log.Info("reloaded", "routes", len(rt.routes))
 	return errors.Join(ignored...)
 }

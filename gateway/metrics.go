@@ -127,10 +127,11 @@ var (
 	descForwards   = prometheus.NewDesc("edgemux_forwards_active", "Connections being forwarded now.", nil, nil)
 	descSniffing   = prometheus.NewDesc("edgemux_sniffing", "Connections still being classified.", nil, nil)
 	descWebSocket  = prometheus.NewDesc("edgemux_websocket_total", "WebSocket handler counters, by event (protocols/websocket Stats).", []string{"event"}, nil)
+	descModbus     = prometheus.NewDesc("edgemux_modbus_total", "Modbus server counters, by event (protocols/modbus Stats).", []string{"event"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus} {
 		ch <- d
 	}
 }
@@ -167,6 +168,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	collectBus(ch, g)
 	for _, c := range g.ws.Stats().Counters() {
 		ch <- prometheus.MustNewConstMetric(descWebSocket, prometheus.CounterValue, float64(c.N), c.Name)
+	}
+	for _, c := range g.mb.Stats().Counters() {
+		ch <- prometheus.MustNewConstMetric(descModbus, prometheus.CounterValue, float64(c.N), c.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))

@@ -1,0 +1,219 @@
+package modbus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Stats are a Handler's counters since New.
+type Stats struct {
+	Sessions   uint64 // connections handed over
+	Requests   uint64 // requests answered, exceptions included
+	Reads      uint64 // reads answered with data
+	Writes     uint64 // writes answered and published
+	Exceptions uint64 // requests answered with an exception
+	Published  uint64 // bus values written by masters
+	Malformed  uint64 // connections closed for a broken MBAP header
+}
+
+// Counters lists the Stats fields under snake_case names, in a fixed order.
+func (st Stats) Counters() []Counter {
+	return []Counter{
+		{"sessions", st.Sessions}, {"requests", st.Requests}, {"reads", st.Reads}, {"writes", st.Writes},
+		{"exceptions", st.Exceptions}, {"published", st.Published}, {"malformed", st.Malformed},
+	}
+}
+
+// Counter is one Stats field by name, for exporters.
+type Counter struct {
+	Name string
+	N    uint64
+}
+
+type counters struct {
+	sessions, requests, reads, writes, exceptions, published, malformed atomic.Uint64
+}
+
+// Handler serves Modbus TCP masters for the workers of one pool. It is
+// safe for concurrent use; a session holds no state of its own between
+// requests, only its connection.
+type Handler struct {
+	bus *bus.Bus
+	log *slog.Logger
+	set atomic.Pointer[settings] // swapped by Reload
+	out protocols.Scratch[byte]  // response buffers, held during one call
+	n   counters
+}
+
+// settings are what Reload swaps.
+type settings struct {
+	anyUnit bool
+	units   [256]bool
+	regs    *Map
+}
+
+var _ protocols.Handler = (*Handler)(nil)
+
+// New returns a Handler serving cfg's register map from b; cfg must have
+// passed config.Validate. A nil log discards.
+func New(cfg config.Modbus, b *bus.Bus, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{bus: b, log: log.With("component", "modbus")}
+	h.out.Min, h.out.Max = 512, 64<<10
+	h.set.Store(newSettings(cfg))
+	return h
+}
+
+func newSettings(cfg config.Modbus) *settings {
+	st := &settings{anyUnit: len(cfg.UnitIDs) == 0, regs: NewMap(cfg.Tags)}
+	for _, id := range cfg.UnitIDs {
+		st.units[id] = true
+	}
+	return st
+}
+
+// Reload applies cfg (validated) from the next request on.
+func (h *Handler) Reload(cfg config.Modbus) {
+	h.set.Store(newSettings(cfg))
+	h.log.Info("reloaded", "tags", len(cfg.Tags), "unit_ids", cfg.UnitIDs)
+}
+
+// Stats returns a snapshot of the counters.
+func (h *Handler) Stats() Stats {
+	n := &h.n
+	return Stats{
+		Sessions: n.sessions.Load(), Requests: n.requests.Load(), Reads: n.reads.Load(), Writes: n.writes.Load(),
+		Exceptions: n.exceptions.Load(), Published: n.published.Load(), Malformed: n.malformed.Load(),
+	}
+}
+
+// Open starts a session.
+func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
+	h.n.sessions.Add(1)
+	return &session{h: h, conn: c}, nil
+}
+
+// session is one master's connection.
+type session struct {
+	h    *Handler
+	conn protocols.Conn
+}
+
+// Data answers every whole request in the input, in order, with one write.
+// A broken MBAP header closes the connection: Modbus TCP has no way to
+// find the next request after it.
+func (s *session) Data(in []byte) (int, error) {
+	h := s.h
+	p := h.out.Get(0)
+	defer h.out.Put(p)
+	out, n := (*p)[:0], 0
+	for n < len(in) {
+		adu, k, err := ParseADU(in[n:])
+		if err != nil {
+			h.n.malformed.Add(1)
+			return n, fmt.Errorf("%w: %w", err, protocols.ErrMalformed)
+		}
+		if k == 0 {
+			break
+		}
+		out = h.serve(out, adu)
+		n += k
+	}
+	*p = out
+	if len(out) == 0 {
+		return n, nil
+	}
+	if err := s.conn.Write(out); err != nil {
+		if errors.Is(err, protocols.ErrBackpressure) {
+			err = fmt.Errorf("modbus: master does not read its responses: %w", err)
+		}
+		return n, err
+	}
+	return n, nil
+}
+
+// Closed has nothing to release.
+func (s *session) Closed(error) {}
+
+// serve appends the response to one request.
+func (h *Handler) serve(out []byte, adu ADU) []byte {
+	h.n.requests.Add(1)
+	st := h.set.Load()
+	function := byte(0)
+	if len(adu.PDU) > 0 {
+		function = adu.PDU[0]
+	}
+	if !st.anyUnit && !st.units[adu.Unit] {
+		h.n.exceptions.Add(1)
+		return AppendException(out, adu, function, GatewayPathUnavailable)
+	}
+	req, exc := ParseRequest(adu.PDU)
+	if exc == 0 {
+		if out, exc = h.answer(out, adu, req, st.regs); exc == 0 {
+			return out
+		}
+	}
+	h.n.exceptions.Add(1)
+	return AppendException(out, adu, function, exc)
+}
+
+// answer appends the response to a valid request, or returns out as it
+// was and the exception to answer with.
+func (h *Handler) answer(out []byte, adu ADU, req Request, regs *Map) ([]byte, byte) {
+	addr, qty := int(req.Address), int(req.Quantity)
+	var data [2 * maxReadRegisters]byte
+	var exc byte
+	var ups []update
+	switch req.Function {
+	case ReadCoils, ReadDiscreteInputs:
+		table := coils
+		if req.Function == ReadDiscreteInputs {
+			table = discreteInputs
+		}
+		var d []byte
+		if d, exc = regs.readBits(h.bus, table, addr, qty, data[:0]); exc == 0 {
+			h.n.reads.Add(1)
+			return AppendReadResponse(out, adu, req.Function, d), 0
+		}
+	case ReadHoldingRegisters, ReadInputRegisters:
+		table := holdingRegisters
+		if req.Function == ReadInputRegisters {
+			table = inputRegisters
+		}
+		var d []byte
+		if d, exc = regs.readRegisters(h.bus, table, addr, qty, data[:0]); exc == 0 {
+			h.n.reads.Add(1)
+			return AppendReadResponse(out, adu, req.Function, d), 0
+		}
+	case WriteSingleCoil:
+		bit := byte(0)
+		if req.Values[0] == 0xFF {
+			bit = 1
+		}
+		ups, exc = regs.writeBits(addr, 1, []byte{bit})
+	case WriteMultipleCoils:
+		ups, exc = regs.writeBits(addr, qty, req.Values)
+	case WriteSingleRegister, WriteMultipleRegisters:
+		ups, exc = regs.writeRegisters(addr, qty, req.Values)
+	}
+	if exc != 0 {
+		return out, exc
+	}
+	for _, u := range ups {
+		if err := h.bus.Publish(u.topic, []byte(u.text), Source); err != nil {
+			h.log.Warn("publish of a write failed", "topic", u.topic, "err", err)
+			return out, ServerDeviceFailure
+		}
+		h.n.published.Add(1)
+	}
+	h.n.writes.Add(1)
+	return AppendWriteResponse(out, adu, req), 0
+}

@@ -1,0 +1,52 @@
+// Package modbus serves Modbus TCP masters on the gateway's shared port from
+// a register map over the topic bus: each configured tag is a bus topic
+// seen as coils, discrete inputs, input registers or holding registers.
+// A master reads the tags' last values (function codes 1-4) and writes
+// the writable ones (5, 6, 15, 16), which publishes the new value on the
+// bus, so a PLC and a dashboard see each other's data.
+//
+// The codec (pdu.go) is pure and written from the Modbus Application
+// Protocol v1.1b3 and the Modbus TCP guide: every request is checked for
+// its function's limits and answered with the protocol's own exception
+// when it is wrong; a broken MBAP header, which has no exception, closes
+// the connection. The session runs on the worker that owns the connection,
+// with no goroutine of its own, and answers pipelined requests in order.
+//
+// Not here yet: the gateway to upstream devices by unit id (TCP and RTU
+// via goburrow/modbus), the poller, and the probe for dial-in devices.
+package modbus
+
+import "errors"
+
+// Errors a session gives its worker for closing. All mean a misbehaving
+// peer and wrap protocols.ErrMalformed too.
+var (
+	// ErrProtocolID: the MBAP protocol id is not 0 (not Modbus).
+	ErrProtocolID = errors.New("modbus: protocol id is not 0")
+	// ErrLength: the MBAP length is outside 2..254.
+	ErrLength = errors.New("modbus: MBAP length out of range")
+)
+
+// Source is the name the handler publishes under (bus.Message.Src).
+const Source = "modbus"
+
+// Function codes served.
+const (
+	ReadCoils              = 0x01
+	ReadDiscreteInputs     = 0x02
+	ReadHoldingRegisters   = 0x03
+	ReadInputRegisters     = 0x04
+	WriteSingleCoil        = 0x05
+	WriteSingleRegister    = 0x06
+	WriteMultipleCoils     = 0x0F
+	WriteMultipleRegisters = 0x10
+)
+
+// Exception codes (Modbus Application Protocol §7).
+const (
+	IllegalFunction        = 0x01
+	IllegalDataAddress     = 0x02
+	IllegalDataValue       = 0x03
+	ServerDeviceFailure    = 0x04
+	GatewayPathUnavailable = 0x0A
+)
