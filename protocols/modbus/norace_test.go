@@ -1,0 +1,5 @@
+//go:build !race
+
+package modbus
+
+const raceEnabled = false
