@@ -173,23 +173,9 @@ func (h *Handler) answer(out []byte, adu ADU, req Request, regs *Map) ([]byte, b
 	var exc byte
 	var ups []update
 	switch req.Function {
-	case ReadCoils, ReadDiscreteInputs:
-		table := coils
-		if req.Function == ReadDiscreteInputs {
-			table = discreteInputs
-		}
+	case ReadCoils, ReadDiscreteInputs, ReadHoldingRegisters, ReadInputRegisters:
 		var d []byte
-		if d, exc = regs.readBits(h.bus, table, addr, qty, data[:0]); exc == 0 {
-			h.n.reads.Add(1)
-			return AppendReadResponse(out, adu, req.Function, d), 0
-		}
-	case ReadHoldingRegisters, ReadInputRegisters:
-		table := holdingRegisters
-		if req.Function == ReadInputRegisters {
-			table = inputRegisters
-		}
-		var d []byte
-		if d, exc = regs.readRegisters(h.bus, table, addr, qty, data[:0]); exc == 0 {
+		if d, exc = regs.read(h.bus, req.Function, addr, qty, data[:0]); exc == 0 {
 			h.n.reads.Add(1)
 			return AppendReadResponse(out, adu, req.Function, d), 0
 		}

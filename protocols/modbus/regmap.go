@@ -99,6 +99,20 @@ func (m *Map) span(table, addr, qty int) ([]tag, bool) {
 // boolean, for a coil), or out of the type's range once scaled.
 var errValue = errors.New("modbus: value does not fit the tag")
 
+// read appends what a read function asks for: packed bits from the coils
+// or discrete inputs, registers from the holding or input registers.
+func (m *Map) read(b *bus.Bus, function byte, addr, qty int, dst []byte) ([]byte, byte) {
+	switch function {
+	case ReadCoils:
+		return m.readBits(b, coils, addr, qty, dst)
+	case ReadDiscreteInputs:
+		return m.readBits(b, discreteInputs, addr, qty, dst)
+	case ReadInputRegisters:
+		return m.readRegisters(b, inputRegisters, addr, qty, dst)
+	}
+	return m.readRegisters(b, holdingRegisters, addr, qty, dst)
+}
+
 // readBits packs the coils or discrete inputs [addr, addr+qty) into dst,
 // first coil in the lowest bit.
 func (m *Map) readBits(b *bus.Bus, table, addr, qty int, dst []byte) ([]byte, byte) {
