@@ -97,6 +97,9 @@ func TestModbusMastersAndDevices(t *testing.T) {
 	if v := metric(m, `edgemux_modbus_total{event="writes"}`); v != "2" {
 		t.Errorf("modbus writes in /metrics: %q, want 2", v)
 	}
+	if st := g.Snapshot().Modbus; st["requests"] != 4 || st["exceptions"] != 0 {
+		t.Errorf("snapshot: %v, want 4 requests (2 goburrow, 2 mbpoll) and no exception", st)
+	}
 }
 
 // waitDelivery waits for the device to receive data on topic.

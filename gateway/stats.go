@@ -26,6 +26,7 @@ type Stats struct {
 	Workers     []WorkerStats             `json:"workers"`
 	Bus         map[string]uint64         `json:"bus"`
 	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
+	Modbus      map[string]uint64         `json:"modbus"`    // protocols/modbus counters
 	Stale       uint64                    `json:"stale_events"`
 	Forwarding  int64                     `json:"forwarding"`
 }
@@ -104,6 +105,10 @@ func (g *Gateway) Snapshot() Stats {
 	st.WebSocket = map[string]uint64{}
 	for _, c := range g.ws.Stats().Counters() {
 		st.WebSocket[c.Name] = c.N
+	}
+	st.Modbus = map[string]uint64{}
+	for _, c := range g.mb.Stats().Counters() {
+		st.Modbus[c.Name] = c.N
 	}
 	return st
 }
