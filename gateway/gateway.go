@@ -234,10 +234,10 @@ func (g *Gateway) stop() {
 // Reload validates cfg and swaps in its routes, limits, sniff settings and
 // its websocket and modbus sections. Live connections are untouched (open
 // WebSocket sessions take the new settings from their next call, Modbus
-// masters from their next request). Every
-// other section that changed needs a restart: it is named in the returned
-// error, joined with errRestartCfg, and otherwise ignored. The log section
-// and limits.memory_limit are the process's, applied by the binary.
+// masters from their next request). Every other section that changed
+// needs a restart: it is named in the returned error, joined with
+// errRestartCfg, and otherwise ignored. The log section and
+// limits.memory_limit are the process's, applied by the binary.
 func (g *Gateway) Reload(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err

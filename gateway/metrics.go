@@ -166,14 +166,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectBook(ch, g)
 	collectBus(ch, g)
-	for _, c := range g.ws.Stats().Counters() {
-		ch <- prometheus.MustNewConstMetric(descWebSocket, prometheus.CounterValue, float64(c.N), c.Name)
-	}
-	for _, c := range g.mb.Stats().Counters() {
-		ch <- prometheus.MustNewConstMetric(descModbus, prometheus.CounterValue, float64(c.N), c.Name)
-	}
+	collectCounters(ch, descWebSocket, g.ws.Stats().Counters())
+	collectCounters(ch, descModbus, g.mb.Stats().Counters())
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))
+}
+
+// collectCounters reports a handler's counters as one series each, by event.
+func collectCounters(ch chan<- prometheus.Metric, desc *prometheus.Desc, cs []protocols.Counter) {
+	for _, c := range cs {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.N), c.Name)
+	}
 }
 
 func collectBook(ch chan<- prometheus.Metric, g *Gateway) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/sniff"
 )
@@ -102,15 +103,18 @@ func (g *Gateway) Snapshot() Stats {
 		"published": b.Published, "delivered": b.Delivered, "dropped": b.Dropped,
 		"topics": uint64(b.Topics), "subscribers": uint64(b.Subscribers),
 	}
-	st.WebSocket = map[string]uint64{}
-	for _, c := range g.ws.Stats().Counters() {
-		st.WebSocket[c.Name] = c.N
-	}
-	st.Modbus = map[string]uint64{}
-	for _, c := range g.mb.Stats().Counters() {
-		st.Modbus[c.Name] = c.N
-	}
+	st.WebSocket = counterMap(g.ws.Stats().Counters())
+	st.Modbus = counterMap(g.mb.Stats().Counters())
 	return st
+}
+
+// counterMap is a handler's counters by name, for the snapshot.
+func counterMap(cs []protocols.Counter) map[string]uint64 {
+	m := make(map[string]uint64, len(cs))
+	for _, c := range cs {
+		m[c.Name] = c.N
+	}
+	return m
 }
 
 // publishStats puts a snapshot on the bus every interval until the gateway

@@ -83,6 +83,13 @@ type Conn interface {
 	Notify()
 }
 
+// Counter is one of a handler's counters by name (snake_case), as its
+// Stats().Counters() lists them for exporters: metrics, the dashboard.
+type Counter struct {
+	Name string
+	N    uint64
+}
+
 // Handler starts sessions for the connections a pool's workers receive.
 // One Handler serves all workers of its pool, so it must be safe for
 // concurrent use; per-connection state lives in the Session.

@@ -23,17 +23,11 @@ type Stats struct {
 }
 
 // Counters lists the Stats fields under snake_case names, in a fixed order.
-func (st Stats) Counters() []Counter {
-	return []Counter{
-		{"sessions", st.Sessions}, {"requests", st.Requests}, {"reads", st.Reads}, {"writes", st.Writes},
-		{"exceptions", st.Exceptions}, {"published", st.Published}, {"malformed", st.Malformed},
+func (st Stats) Counters() []protocols.Counter {
+	return []protocols.Counter{
+		{Name: "sessions", N: st.Sessions}, {Name: "requests", N: st.Requests}, {Name: "reads", N: st.Reads}, {Name: "writes", N: st.Writes},
+		{Name: "exceptions", N: st.Exceptions}, {Name: "published", N: st.Published}, {Name: "malformed", N: st.Malformed},
 	}
-}
-
-// Counter is one Stats field by name, for exporters.
-type Counter struct {
-	Name string
-	N    uint64
 }
 
 type counters struct {

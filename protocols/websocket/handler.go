@@ -67,22 +67,15 @@ type Stats struct {
 	Codecs            uint64 // gorilla Conns made for leases beyond those upgrades left (lease.go)
 }
 
-// Counter is one Stats field by name, for exporters (metrics, the
-// dashboard's snapshot).
-type Counter struct {
-	Name string
-	N    uint64
-}
-
 // Counters lists the Stats fields under snake_case names, in a fixed order.
-func (st Stats) Counters() []Counter {
-	return []Counter{
-		{"sessions", st.Sessions}, {"upgrades", st.Upgrades}, {"bad_requests", st.BadRequests},
-		{"forbidden", st.Forbidden}, {"not_found", st.NotFound}, {"header_too_large", st.HeaderTooLarge},
-		{"handshake_timeouts", st.HandshakeTimeouts}, {"messages", st.Messages}, {"published", st.Published},
-		{"delivered", st.Delivered}, {"errors", st.Errors}, {"violations", st.Violations}, {"too_big", st.TooBig},
-		{"peer_closes", st.PeerCloses}, {"pong_timeouts", st.PongTimeouts}, {"slow_closed", st.SlowClosed},
-		{"slow_dropped", st.SlowDropped}, {"codecs", st.Codecs},
+func (st Stats) Counters() []protocols.Counter {
+	return []protocols.Counter{
+		{Name: "sessions", N: st.Sessions}, {Name: "upgrades", N: st.Upgrades}, {Name: "bad_requests", N: st.BadRequests},
+		{Name: "forbidden", N: st.Forbidden}, {Name: "not_found", N: st.NotFound}, {Name: "header_too_large", N: st.HeaderTooLarge},
+		{Name: "handshake_timeouts", N: st.HandshakeTimeouts}, {Name: "messages", N: st.Messages}, {Name: "published", N: st.Published},
+		{Name: "delivered", N: st.Delivered}, {Name: "errors", N: st.Errors}, {Name: "violations", N: st.Violations}, {Name: "too_big", N: st.TooBig},
+		{Name: "peer_closes", N: st.PeerCloses}, {Name: "pong_timeouts", N: st.PongTimeouts}, {Name: "slow_closed", N: st.SlowClosed},
+		{Name: "slow_dropped", N: st.SlowDropped}, {Name: "codecs", N: st.Codecs},
 	}
 }
 
