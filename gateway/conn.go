@@ -51,6 +51,7 @@ func (c *conn) Peer() netip.AddrPort     { return c.peer }
 func (c *conn) Reason() protocols.Reason { return reasonNames[c.reason] }
 func (c *conn) Buffered() int            { return len(c.output()) }
 func (c *conn) Notify()                  { c.w.notify(c) }
+func (c *conn) CountDropped(n int)       { c.w.g.reg.Slot(int(c.fd)).Dropped.Add(uint32(n)) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
 func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.Slot(int(c.fd)).WantWrite.Store(b2u(want)) }
 

@@ -340,7 +340,7 @@ func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.P
 	} else {
 		global = p.workers[wi].idx
 	}
-	s.Assign(uint8(pr), global, l.g.nowMs())
+	s.Assign(uint8(pr), global)
 	l.g.limits.doneSniffing(s.Peer().Addr())
 	if p.quarantine {
 		s.SetState(registry.Quarantined)

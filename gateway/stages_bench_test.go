@@ -57,7 +57,7 @@ func stageRegistry(tb testing.TB) (*registry.Registry, uint32) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg.Slot(stageFD).Assign(uint8(sniff.Private), 0, 1)
+	reg.Slot(stageFD).Assign(uint8(sniff.Private), 0)
 	reg.Slot(stageFD).SetState(registry.Active)
 	return reg, gen
 }

@@ -77,6 +77,11 @@ type Conn interface {
 	// has passed (resolution 100 ms); a later call replaces an earlier one
 	// and d <= 0 cancels it. For keepalives and handshake deadlines.
 	SetTimer(d time.Duration)
+	// CountDropped records that n messages meant for this connection were
+	// dropped (its subscriber's queue overflowed, say). The gateway keeps
+	// the count per connection for the registry view; telling the peer is
+	// the session's job, in its protocol's words.
+	CountDropped(n int)
 	// Notify asks the owning worker to call the session's Notified soon.
 	// Safe from any goroutine; calls that arrive before the worker runs
 	// coalesce into one.

@@ -80,7 +80,7 @@ type Slot struct {
 	addrLo     atomic.Uint64
 	OpenedAt   atomic.Uint32 // coarse clock at accept
 	BytesIn    atomic.Uint32 // bytes read, wrapping
-	ClassTicks atomic.Uint32 // coarse clock at classification
+	Dropped    atomic.Uint32 // messages its subscriber lost (drop policy), wrapping
 	WantWrite  atomic.Uint32 // 1 while the owner has output waiting for EPOLLOUT
 }
 
@@ -112,11 +112,10 @@ func (s *Slot) Worker() int { return int(uint16(s.meta.Load() >> 16)) }
 // Assign records the classification: protocol and owning worker. Only the
 // loop that owns the slot calls it, before the first event for the slot is
 // published to the worker.
-func (s *Slot) Assign(proto uint8, worker int, now uint32) {
+func (s *Slot) Assign(proto uint8, worker int) {
 	m := s.meta.Load()
 	m = m&^0xffff_ffff | uint64(proto) | m&0xff00 | uint64(uint16(worker))<<16
 	s.meta.Store(m)
-	s.ClassTicks.Store(now)
 }
 
 // Peer is the remote address recorded at accept.
@@ -183,7 +182,7 @@ func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint
 	s.Events.Store(0)
 	s.BytesIn.Store(0)
 	s.OpenedAt.Store(now)
-	s.ClassTicks.Store(0)
+	s.Dropped.Store(0)
 	a := peer.Addr()
 	var flags uint8
 	if a.Is4() {
@@ -269,6 +268,7 @@ type View struct {
 	LastActive uint32 `json:"last_active"`
 	Events     uint32 `json:"events"`
 	BytesIn    uint32 `json:"bytes_in"`
+	Dropped    uint32 `json:"dropped"`
 }
 
 // Snapshot appends up to max live slots to dst. It reads without locks, so
@@ -288,7 +288,7 @@ func (r *Registry) Snapshot(dst []View, max int) []View {
 			FD: fd, Gen: s.Gen(), State: st.String(), Proto: s.Proto(),
 			Loop: s.Loop(), Worker: s.Worker(), Peer: s.Peer().String(),
 			OpenedAt: s.OpenedAt.Load(), LastActive: s.LastActive.Load(),
-			Events: s.Events.Load(), BytesIn: s.BytesIn.Load(),
+			Events: s.Events.Load(), BytesIn: s.BytesIn.Load(), Dropped: s.Dropped.Load(),
 		})
 	}
 	return dst

@@ -39,7 +39,7 @@ func TestOpenLookupClose(t *testing.T) {
 	if s.State() != Sniffing || s.Loop() != 3 || s.Peer() != peer || s.OpenedAt.Load() != 100 {
 		t.Fatalf("slot = state %v loop %d peer %v opened %d", s.State(), s.Loop(), s.Peer(), s.OpenedAt.Load())
 	}
-	s.Assign(4, 300, 101)
+	s.Assign(4, 300)
 	if s.Proto() != 4 || s.Worker() != 300 || s.Loop() != 3 || s.Peer() != peer {
 		t.Fatalf("after Assign: proto %d worker %d loop %d peer %v", s.Proto(), s.Worker(), s.Loop(), s.Peer())
 	}

@@ -31,6 +31,7 @@ func (c *pipeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *pipeConn) Buffered() int            { return 0 }
 func (c *pipeConn) SetTimer(time.Duration)   {}
 func (c *pipeConn) Notify()                  {}
+func (c *pipeConn) CountDropped(int)         {}
 func (c *pipeConn) Close(error)              { c.nc.Close() }
 func (c *pipeConn) Write(p []byte) error     { _, err := c.nc.Write(p); return err }
 
@@ -303,6 +304,7 @@ func (c *memConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *memConn) Buffered() int            { return 0 }
 func (c *memConn) SetTimer(time.Duration)   {}
 func (c *memConn) Notify()                  {}
+func (c *memConn) CountDropped(int)         {}
 func (c *memConn) Close(error)              {}
 func (c *memConn) Write(p []byte) error     { c.out = append(c.out, p...); return nil }
 

@@ -40,6 +40,7 @@ func (n *netConn) Close(reason error) {
 	})
 }
 func (n *netConn) SetTimer(time.Duration) {}
+func (n *netConn) CountDropped(int)       {}
 func (n *netConn) Notify() {
 	select {
 	case n.notify <- struct{}{}:

@@ -24,6 +24,7 @@ type fakeConn struct {
 	closed    bool
 	notifies  atomic.Int32
 	timer     time.Duration // last SetTimer
+	dropped   int           // sum of CountDropped
 }
 
 func (c *fakeConn) ID() uint64               { return c.id }
@@ -32,6 +33,7 @@ func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *fakeConn) Buffered() int            { return c.out.Len() }
 func (c *fakeConn) Close(error)              { c.closed = true }
 func (c *fakeConn) Notify()                  { c.notifies.Add(1) }
+func (c *fakeConn) CountDropped(n int)       { c.dropped += n }
 func (c *fakeConn) SetTimer(d time.Duration) { c.timer = d }
 func (c *fakeConn) Write(p []byte) error {
 	if c.closed {

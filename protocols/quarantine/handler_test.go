@@ -29,6 +29,7 @@ func (c *fakeConn) Reason() protocols.Reason { return c.reason }
 func (c *fakeConn) Write([]byte) error       { return protocols.ErrClosed }
 func (c *fakeConn) Buffered() int            { return 0 }
 func (c *fakeConn) Notify()                  {}
+func (c *fakeConn) CountDropped(int)         {}
 func (c *fakeConn) SetTimer(time.Duration)   {}
 
 func (c *fakeConn) Close(reason error) {

@@ -23,6 +23,7 @@ func (*memConn) Buffered() int            { return 0 }
 func (*memConn) Close(error)              {}
 func (*memConn) SetTimer(time.Duration)   {}
 func (*memConn) Notify()                  {}
+func (*memConn) CountDropped(int)         {}
 
 func heapAfterGC() uint64 {
 	var ms runtime.MemStats

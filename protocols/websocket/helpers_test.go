@@ -40,6 +40,7 @@ type fakeConn struct {
 	notify        chan struct{}
 	panicOnNotify bool
 	sess          protocols.Session
+	dropped       int // sum of CountDropped
 }
 
 func newFakeConn() *fakeConn {
@@ -55,6 +56,7 @@ func (c *fakeConn) Peer() netip.AddrPort     { return c.peer }
 func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *fakeConn) Buffered() int            { return len(c.held) }
 func (c *fakeConn) SetTimer(d time.Duration) { c.timer = d }
+func (c *fakeConn) CountDropped(n int)       { c.dropped += n }
 func (c *fakeConn) Notify() {
 	if c.panicOnNotify {
 		panic("notify exploded")
