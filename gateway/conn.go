@@ -123,9 +123,28 @@ func (c *conn) Write(p []byte) error {
 	}
 	if n < len(p) {
 		c.setOutput(append([]byte(nil), p[n:]...))
-		c.slotWantsWrite(true)
+		if testHookWriteAgain != nil {
+			testHookWriteAgain()
+		}
+		c.armWrite()
 	}
 	return nil
+}
+
+// testHookWriteAgain runs between a write's EAGAIN and the arm, where a
+// peer that drains meanwhile raises the EPOLLOUT edge that armWrite must
+// not lose; tests widen that window with it.
+var testHookWriteAgain func()
+
+// armWrite asks the loop to pass EPOLLOUT edges on, then flushes once
+// more. The loop drops an edge that arrives while nobody waits to write,
+// and edge-triggered epoll never repeats it: the peer may have drained
+// the socket between the EAGAIN and the arm. The flush after the arm
+// either makes that progress itself or meets EAGAIN again, and the edge
+// for that one comes after the arm, so the loop passes it on.
+func (c *conn) armWrite() {
+	c.slotWantsWrite(true)
+	c.flush()
 }
 
 // flush writes buffered output after an EPOLLOUT edge.

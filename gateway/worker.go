@@ -253,6 +253,9 @@ func (w *worker) read(c *conn) {
 			c.Close(protocols.ErrPeerClosed)
 			return
 		case errors.Is(err, errAgain):
+			if testHookReadAgain != nil {
+				testHookReadAgain()
+			}
 			return
 		default:
 			c.Close(err)
@@ -311,6 +314,11 @@ func (w *worker) feed(c *conn, b []byte) {
 }
 
 var errInputLimit = errors.New("gateway: input limit exceeded")
+
+// testHookReadAgain runs when a read meets EAGAIN: input that arrives
+// from then on must raise an event that reaches the worker (handle clears
+// the slot's queued flag before reading for that). Tests widen the window.
+var testHookReadAgain func()
 
 // safe runs a session call and turns a panic into a closed, recorded
 // connection: the worker lives on.

@@ -1,0 +1,203 @@
+package gateway
+
+// The write path past EAGAIN: outputs many times larger than the socket
+// buffer, to readers that keep reading and never write, so the only thing
+// that moves the output along is the EPOLLOUT edge. A lost edge shows as a
+// reader that stops short of the whole.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	gws "github.com/gorilla/websocket"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols/private"
+)
+
+// Each round sends writeRounds messages of writeChunk bytes: 7.5 MiB, far
+// past a loopback socket's buffer, in one burst.
+const (
+	writeRounds   = 12
+	writeMessages = 128
+	writeChunk    = 60000
+)
+
+// largeOutputConfig lets a subscriber's output grow to a whole round, so
+// backpressure never ends the test before the write path is exercised.
+func largeOutputConfig(t *testing.T, policy string) config.Config {
+	cfg := rbConfig(t)
+	cfg.Dispatch.Policy = policy
+	cfg.Limits.OutputHighWater = 64 << 20
+	cfg.WebSocket.HighWater = 64 << 20
+	cfg.Bus.Queue = 2 * writeMessages
+	cfg.Private.Queue = 2 * writeMessages
+	return cfg
+}
+
+// roundPayload is message i of a round: its index up front, so a reader
+// checks order and completeness, then a filler.
+func roundPayload(round, i int) []byte {
+	p := bytes.Repeat([]byte{byte('a' + i%26)}, writeChunk)
+	binary.BigEndian.PutUint32(p, uint32(round<<16|i))
+	return p
+}
+
+func checkRoundPayload(p []byte, round, i int) error {
+	if len(p) != writeChunk {
+		return fmt.Errorf("round %d message %d: %d bytes", round, i, len(p))
+	}
+	if got := binary.BigEndian.Uint32(p); got != uint32(round<<16|i) {
+		return fmt.Errorf("round %d: message %d carries %d/%d", round, i, got>>16, got&0xffff)
+	}
+	return nil
+}
+
+// publishRound sends one round's messages in one write.
+func publishRound(t *testing.T, pub net.Conn, topic string, round int) {
+	var burst []byte
+	for i := range writeMessages {
+		burst = append(burst, rbPubFrame(0, topic, roundPayload(round, i))...)
+	}
+	if err := rbWrite(pub, burst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLargeOutputsArriveWholePrivate(t *testing.T) {
+	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+		t.Run(policy, func(t *testing.T) {
+			g := startGateway(t, largeOutputConfig(t, policy), Options{})
+			addr := g.Addr().String()
+			sub, err := rbHelloConn(addr, rbAnySource, "reader")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
+				t.Fatal(err)
+			}
+			if err := rbExpectAck(sub, 1); err != nil {
+				t.Fatal(err)
+			}
+			pub, err := rbHelloConn(addr, rbAnySource, "writer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			for round := range writeRounds {
+				publishRound(t, pub, "big/"+strconv.Itoa(round), round)
+				for i := range writeMessages {
+					f, err := rbReadFrame(sub)
+					if err != nil {
+						t.Fatalf("round %d: stalled after %d of %d messages: %v", round, i, writeMessages, err)
+					}
+					m, err := private.DecodePub(f.Payload)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := checkRoundPayload(m.Data, round, i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
+	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+		t.Run(policy, func(t *testing.T) {
+			g := startGateway(t, largeOutputConfig(t, policy), Options{})
+			addr := g.Addr().String()
+			ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
+				if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			readWS := func() []byte {
+				ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
+				_, r, err := ws.NextReader()
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				b, err := io.ReadAll(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			if pong := readWS(); !bytes.Contains(pong, []byte(`"pong"`)) {
+				t.Fatalf("ping answered %s", pong)
+			}
+			pub, err := rbHelloConn(addr, rbAnySource, "writer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			for round := range writeRounds {
+				publishRound(t, pub, "big/"+strconv.Itoa(round), round)
+				for i := range writeMessages {
+					msg := readWS()
+					want := fmt.Sprintf(`"topic":"big/%d"`, round)
+					if !bytes.Contains(msg, []byte(want)) || len(msg) < writeChunk {
+						t.Fatalf("round %d message %d: %.120s (%d bytes)", round, i, msg, len(msg))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestWriteEdgeNotLost widens the window between a write's EAGAIN and the
+// arm, so the reader drains the socket inside it and the one EPOLLOUT edge
+// comes before anyone waits for it. Without the flush after the arm the
+// rest of the output waits for ever.
+func TestWriteEdgeNotLost(t *testing.T) {
+	testHookWriteAgain = func() { time.Sleep(2 * time.Millisecond) }
+	t.Cleanup(func() { testHookWriteAgain = nil })
+	t.Run("private", TestLargeOutputsArriveWholePrivate)
+	t.Run("websocket", TestLargeOutputsArriveWholeWebSocket)
+}
+
+// TestReadEdgeNotLost widens the window after a read met EAGAIN, while a
+// client sends publishes in lockstep: each one as soon as the previous one
+// is acknowledged, which is while the worker still sits in that window.
+// The edge its bytes raise must queue the connection again; if it were
+// swallowed the client would wait for its ACK for ever. Each publish is
+// 60 KB, most of a socket buffer, so reads also stop short of it.
+func TestReadEdgeNotLost(t *testing.T) {
+	testHookReadAgain = func() { time.Sleep(time.Millisecond) }
+	t.Cleanup(func() { testHookReadAgain = nil })
+	const pubs = 200
+	data := bytes.Repeat([]byte{'x'}, writeChunk)
+	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+		t.Run(policy, func(t *testing.T) {
+			g := startGateway(t, largeOutputConfig(t, policy), Options{})
+			c, err := rbHelloConn(g.Addr().String(), rbAnySource, "publisher")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for i := range pubs {
+				if err := rbWrite(c, rbPubFrame(uint32(i+1), "in/"+strconv.Itoa(i%10), data)); err != nil {
+					t.Fatal(err)
+				}
+				if err := rbExpectAck(c, uint32(i+1)); err != nil {
+					t.Fatalf("after %d of %d ACKs: %v", i, pubs, err)
+				}
+			}
+		})
+	}
+}
