@@ -132,7 +132,9 @@ func (l *loop) admit(rt *runtimeConfig, fd int, peer netip.AddrPort) {
 		l.g.limits.doneSniffing(ip)
 		l.g.limits.closed(ip)
 		l.g.metrics.refused.WithLabelValues("registry").Inc()
-		l.g.log.Error("registry", "fd", fd, "err", err)
+		if l.g.warnedRegistry.CompareAndSwap(false, true) { // once: a flood must not flood the log
+			l.g.log.Warn("connection refused: its fd is beyond the registry (sized from limits.max_conns); counted in edgemux_refused_total{reason=\"registry\"}", "fd", fd, "slots", l.g.reg.Size(), "err", err)
+		}
 		unix.Close(fd)
 		return
 	}

@@ -100,7 +100,7 @@ func (l *loop) upgrade(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, 
 	}
 	writeFD(fd, []byte(response431))
 	l.g.book.Record(s.Peer(), protocols.ReasonOversize, prefix[:min(len(prefix), 64)])
-	l.g.metrics.classified(sniff.HTTP, "quarantine:"+string(protocols.ReasonOversize), l.g.nowMs()-s.OpenedAt.Load())
+	l.g.metrics.classified(sniff.HTTP, "quarantine:"+string(protocols.ReasonOversize), l.g.nowMs()-s.OpenedAt())
 	l.g.closeConn(fd, gen)
 	return sniff.Unknown, false
 }
@@ -111,7 +111,7 @@ const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection:
 // when the listener has a probe, else quarantine it.
 func (l *loop) silent(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot) {
 	if p := l.g.byPool[rt.probePool]; p != nil {
-		l.g.metrics.classified(sniff.Unknown, "probe", l.g.nowMs()-s.OpenedAt.Load())
+		l.g.metrics.classified(sniff.Unknown, "probe", l.g.nowMs()-s.OpenedAt())
 		l.handOff(fd, gen, s, p, firstProto(p), protocols.ReasonNone, true)
 		return
 	}
@@ -138,7 +138,7 @@ func (l *loop) classified(rt *runtimeConfig, fd int, gen uint32, s *registry.Slo
 		l.quarantine(rt, fd, gen, s, p, reason)
 		return
 	}
-	l.g.metrics.classified(p, r.actionName(), l.g.nowMs()-s.OpenedAt.Load())
+	l.g.metrics.classified(p, r.actionName(), l.g.nowMs()-s.OpenedAt())
 	switch r.action {
 	case actionHandle:
 		pl := l.g.byPool[r.pool]
@@ -171,7 +171,7 @@ func (r *compiledRoute) actionName() string {
 // records it when there is no such pool.
 func (l *loop) quarantine(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, p sniff.Proto, reason protocols.Reason) {
 	peer := s.Peer()
-	l.g.metrics.classified(p, "quarantine:"+string(reason), l.g.nowMs()-s.OpenedAt.Load())
+	l.g.metrics.classified(p, "quarantine:"+string(reason), l.g.nowMs()-s.OpenedAt())
 	q := l.g.byPool["quarantine"]
 	if q == nil {
 		l.g.book.Record(peer, reason, nil)
@@ -204,8 +204,7 @@ func (g *Gateway) closeConn(fd int, gen uint32) bool {
 	if li := s.Loop(); li < len(g.loops) {
 		unix.EpollCtl(g.loops[li].epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
-	g.reg.Retire(fd)
-	g.reg.Release(fd)
+	g.reg.EndClose(fd, gen)
 	unix.Close(fd)
 	if prev == registry.Sniffing {
 		g.limits.doneSniffing(ip)
@@ -229,8 +228,7 @@ func (l *loop) detach(fd int, gen uint32) *detached {
 	}
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	c, f, err := fileConn(fd)
-	l.g.reg.Retire(fd)
-	l.g.reg.Release(fd)
+	l.g.reg.EndClose(fd, gen)
 	f.Close()
 	l.g.limits.closed(peer.Addr())
 	if err != nil {

@@ -51,9 +51,9 @@ func (c *conn) Peer() netip.AddrPort     { return c.peer }
 func (c *conn) Reason() protocols.Reason { return reasonNames[c.reason] }
 func (c *conn) Buffered() int            { return len(c.output()) }
 func (c *conn) Notify()                  { c.w.notify(c) }
-func (c *conn) CountDropped(n int)       { c.w.g.reg.Slot(int(c.fd)).Dropped.Add(uint32(n)) }
+func (c *conn) CountDropped(n int)       { c.w.g.reg.CountDropped(int(c.fd), c.gen, n) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
-func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.Slot(int(c.fd)).WantWrite.Store(b2u(want)) }
+func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.SetWantsWrite(int(c.fd), c.gen, want) }
 
 // input and output are the buffered bytes, nil when there are none.
 func (c *conn) input() []byte  { return c.buffered(ioIn) }
@@ -89,13 +89,6 @@ func (c *conn) keep(which int, b []byte) {
 
 // ticks converts a duration to worker ticks, rounding up.
 func ticks(d time.Duration) uint32 { return uint32((d + workerTick - 1) / workerTick) }
-
-func b2u(b bool) uint32 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // Write sends p now when the socket takes it and buffers the rest. While
 // output is already waiting, a write that would take the buffer past the

@@ -70,14 +70,16 @@ type Gateway struct {
 	admin   *admin
 	fwd     *forwarder
 
-	start    time.Time
-	ready    chan struct{}
-	addr     netip.AddrPort
-	running  atomic.Bool
-	closing  atomic.Bool
-	stopped  chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
+	start   time.Time
+	ready   chan struct{}
+	addr    netip.AddrPort
+	running atomic.Bool
+	// warnedRegistry: the one log line about fds beyond the registry.
+	warnedRegistry atomic.Bool
+	closing        atomic.Bool
+	stopped        chan struct{}
+	stopOnce       sync.Once
+	wg             sync.WaitGroup
 }
 
 // New validates cfg and builds a gateway; it starts nothing.
@@ -122,7 +124,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.rt.Store(rt)
-	g.reg = registry.New(registrySize(cfg.Limits.MaxConns))
+	g.reg = registry.New(registrySize(cfg))
 	g.limits = newAdmission()
 	if err := g.buildPools(handlers); err != nil {
 		return nil, err
@@ -138,9 +140,6 @@ func (g *Gateway) Bus() *bus.Bus { return g.bus }
 
 // Book is the quarantine record.
 func (g *Gateway) Book() *quarantine.Book { return g.book }
-
-// Registry is the connection registry.
-func (g *Gateway) Registry() *registry.Registry { return g.reg }
 
 // Ready is closed once Run has bound the port.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
@@ -279,18 +278,24 @@ func (g *Gateway) Reload(cfg config.Config) error {
 // 49 days; only differences are used.
 func (g *Gateway) nowMs() uint32 { return uint32(time.Since(g.start) / time.Millisecond) }
 
-func registrySize(maxConns int) int {
-	// fds are small integers below RLIMIT_NOFILE; the registry covers all
-	// of them, so accept never returns an fd without a slot.
-	n := rlimitNoFile()
-	if n < maxConns+64 {
-		n = maxConns + 64
-	}
-	if n > 1<<22 {
-		n = 1 << 22
-	}
-	return n
+// registrySize is how many fds the registry (and each worker's table)
+// covers. The kernel hands out the lowest free fd number, so a connection's
+// fd stays below the number of fds open at once: the connections
+// (limits.max_conns, which forwarded ones count against too; a forward
+// holds a second fd to its backend), the admin server's (admin.max_conns),
+// and the process's own (loops' epoll, eventfd, listener and UDP sockets,
+// the runtime's, logs), for which fdReserve leaves room. Sizing from
+// RLIMIT_NOFILE instead would cost 64 MiB of slots plus 8 MiB per worker at
+// the common hard limit of 1,048,576, which Go raises the soft limit to at
+// start. An fd beyond the table is refused at accept and counted
+// (edgemux_refused_total{reason="registry"}), never indexed.
+func registrySize(cfg config.Config) int {
+	n := 2*cfg.Limits.MaxConns + cfg.Admin.MaxConns + fdReserve
+	return min(n, rlimitNoFile())
 }
+
+// fdReserve covers the fds the process holds besides connections.
+const fdReserve = 256
 
 func defaultLoops(n int) int {
 	if n > 0 {

@@ -40,7 +40,7 @@ func TestIdleConnectionsCostNoGoroutines(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, "every connection in the registry", func() bool { return g.Registry().Len() >= n })
+	eventually(t, "every connection in the registry", func() bool { return g.reg.Len() >= n })
 
 	t0 = time.Now()
 	after := rbSettledGoroutines()
@@ -58,7 +58,7 @@ func TestIdleConnectionsCostNoGoroutines(t *testing.T) {
 		c.Close()
 		conns[i] = nil
 	}
-	eventually(t, "the registry to empty", func() bool { return g.Registry().Len() == 0 })
+	eventually(t, "the registry to empty", func() bool { return g.reg.Len() == 0 })
 	m = httpGet(t, g, "/metrics")
 	if v := metric(m, `edgemux_connections{protocol="private",state="active"}`); v != "" {
 		t.Errorf("private active connections after close = %q, want none", v)

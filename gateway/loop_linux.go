@@ -227,7 +227,7 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 		if events&unix.EPOLLIN != 0 {
 			bits |= registry.EvRead
 		}
-		if events&unix.EPOLLOUT != 0 && s.WantWrite.Load() != 0 {
+		if events&unix.EPOLLOUT != 0 && s.WantsWrite() {
 			bits |= registry.EvWrite
 		}
 		if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
@@ -239,25 +239,12 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 	}
 }
 
-// deliver leaves bits in the slot and queues the slot on its worker's ring
-// unless it is queued already: a ring holds at most one event per live fd.
-//
-// Queued holds the generation whose event is queued (generations at open
-// are odd, so never 0). A loop acting on an event that went stale while it
-// ran may leave its own old generation there; the next delivery for the
-// live connection sees a generation that is not its own and queues anyway,
-// so a stale event can add a spurious entry (dropped by the worker's gen
-// check) but never hold back a live one.
+// deliver posts bits for the connection's worker and queues it on the
+// worker's ring unless it is queued already (registry.Post): a ring holds
+// at most one event per live fd.
 func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
-	s.Pending.Or(bits)
-	for {
-		q := s.Queued.Load()
-		if q == gen {
-			return // already queued for this connection
-		}
-		if s.Queued.CompareAndSwap(q, gen) {
-			break
-		}
+	if !l.g.reg.Post(fd, gen, bits) {
+		return
 	}
 	id := uint64(fd)<<32 | uint64(gen)
 	wi := s.Worker()
@@ -340,13 +327,16 @@ func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.P
 	} else {
 		global = p.workers[wi].idx
 	}
-	s.Assign(uint8(pr), global)
-	l.g.limits.doneSniffing(s.Peer().Addr())
+	st := registry.Active
 	if p.quarantine {
-		s.SetState(registry.Quarantined)
-	} else {
-		s.SetState(registry.Active)
+		st = registry.Quarantined
 	}
+	if err := l.g.reg.Classify(fd, gen, uint8(pr), global, st); err != nil {
+		l.g.log.Error("registry", "fd", fd, "err", err)
+		l.closeUnclassified(fd, gen)
+		return
+	}
+	l.g.limits.doneSniffing(s.Peer().Addr())
 	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8
 	if probe {
 		bits |= registry.EvProbe

@@ -140,8 +140,8 @@ func (p *pool) observe(local int, s *registry.Slot) {
 	if local < 0 {
 		return
 	}
-	span := (s.LastActive.Load() - s.OpenedAt.Load()) / 100 // 100 ms ticks
-	pat := route.Classify(s.Events.Load(), span)
+	span := (s.LastActive() - s.OpenedAt()) / 100 // 100 ms ticks
+	pat := route.Classify(s.Events(), span)
 	if pat == route.PatternUnknown {
 		pat = p.pattern
 	}

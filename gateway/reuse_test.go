@@ -84,10 +84,10 @@ func TestRegistryReuseNeverMisroutes(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	rbEventually(t, "the registry to empty", 2*time.Minute, func() bool { return g.Registry().Len() == 0 })
+	rbEventually(t, "the registry to empty", 2*time.Minute, func() bool { return g.reg.Len() == 0 })
 
 	t.Logf("%d connections in %v (%.0f/s): %v; stale events dropped: %d",
-		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), tally.counts(), g.Registry().Stale())
+		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), tally.counts(), g.reg.Stale())
 	tally.report(t)
 
 	wantTimeouts := uint64(0)

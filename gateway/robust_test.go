@@ -693,7 +693,7 @@ func TestShutdownClosesClientsAndRunReturns(t *testing.T) {
 		devices = append(devices, c)
 	}
 	silent := dial(t, g) // still sniffing
-	eventually(t, "the silent connection in the registry", func() bool { return g.Registry().Len() == 4 })
+	eventually(t, "the silent connection in the registry", func() bool { return g.reg.Len() == 4 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), rbIOTimeout)
 	defer cancel()

@@ -57,8 +57,9 @@ func stageRegistry(tb testing.TB) (*registry.Registry, uint32) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg.Slot(stageFD).Assign(uint8(sniff.Private), 0)
-	reg.Slot(stageFD).SetState(registry.Active)
+	if err := reg.Classify(stageFD, gen, uint8(sniff.Private), 0, registry.Active); err != nil {
+		tb.Fatal(err)
+	}
 	return reg, gen
 }
 
@@ -98,10 +99,8 @@ func newStageQueue(tb testing.TB) *stageQueue {
 // roundTrip enqueues one read event and takes it off again; it reports
 // the bits the consumer saw (0 means the event was lost).
 func (q *stageQueue) roundTrip() uint32 {
-	s := q.reg.Slot(stageFD)
 	// Producer (loop.deliver).
-	s.Pending.Or(registry.EvRead)
-	if s.Queued.CompareAndSwap(0, 1) {
+	if q.reg.Post(stageFD, q.gen, registry.EvRead) {
 		q.ring.Push(uint64(stageFD)<<32 | uint64(q.gen))
 	}
 	// Consumer (worker.handle).
@@ -109,12 +108,8 @@ func (q *stageQueue) roundTrip() uint32 {
 	if !ok {
 		return 0
 	}
-	slot := q.reg.Lookup(int(id>>32), uint32(id))
-	if slot == nil {
-		return 0
-	}
-	slot.Queued.Store(0)
-	return slot.Pending.Swap(0)
+	bits, _ := q.reg.Take(int(id>>32), uint32(id), 0)
+	return bits
 }
 
 func BenchmarkStageRegistryLookup(b *testing.B) {

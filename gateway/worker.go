@@ -160,16 +160,13 @@ func (w *worker) poll() bool {
 // handle takes one event from a ring.
 func (w *worker) handle(id uint64) {
 	fd, gen := int(id>>32), uint32(id)
-	s := w.g.reg.Lookup(fd, gen)
+	// Take clears the queued mark before it takes the bits: an edge that
+	// arrives after it queues the slot again, so nothing that comes during
+	// the read is lost.
+	bits, s := w.g.reg.Take(fd, gen, w.g.nowMs())
 	if s == nil {
 		return
 	}
-	// Clear queued before taking the bits: an edge that arrives after this
-	// re-queues the slot, so nothing that comes during the read is lost.
-	s.Queued.CompareAndSwap(gen, 0)
-	bits := s.Pending.Swap(0)
-	s.LastActive.Store(w.g.nowMs())
-	s.Events.Add(1)
 	w.served.Add(1)
 	w.pool.observe(w.local, s)
 	c := w.conns[fd]
@@ -239,6 +236,7 @@ func (w *worker) read(c *conn) {
 		n, err := readFD(int(c.fd), w.rbuf)
 		switch {
 		case n > 0:
+			w.g.reg.CountIn(int(c.fd), c.gen, n)
 			// The quarantine hold runs from landing, not from the last
 			// input: a peer trickling a byte now and then (slowloris)
 			// must not keep its quarantine slot and fd for ever.

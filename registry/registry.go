@@ -8,10 +8,10 @@
 // its fd was closed and reused by a new connection never reaches the new
 // one: consumers compare generations and drop stale events (seed 002, bug 1).
 //
-// Close order is fixed: state=Closing, EPOLL_CTL_DEL, gen++, state=Free,
-// close(fd). The registry provides the state steps; the gateway does the
-// syscalls in between. The slot is freed before close(fd), not after as the
-// design brief first had it: the kernel cannot hand the fd number out again
+// Close order is fixed: state=Closing (BeginClose), EPOLL_CTL_DEL, gen++
+// and state=Free (EndClose), close(fd). The registry provides the state
+// steps and refuses them out of order; the gateway does the syscalls in
+// between. The slot is freed just before close(fd), not after: the kernel cannot hand the fd number out again
 // until close returns, so nobody can claim the slot early, and a loop that
 // accepts the reused number a moment later never finds it still Closing.
 package registry
@@ -49,7 +49,7 @@ func (s State) String() string {
 	return "invalid"
 }
 
-// Event bits a loop leaves for a connection's owner in Slot.Pending.
+// Event bits a loop posts for a connection's owner (Post, Take).
 const (
 	EvRead  uint32 = 1 << iota // EPOLLIN
 	EvWrite                    // EPOLLOUT
@@ -62,26 +62,34 @@ const (
 var (
 	ErrRange = errors.New("registry: fd out of range")
 	ErrBusy  = errors.New("registry: slot in use")
+	ErrStale = errors.New("registry: not the live connection of that fd")
+	ErrState = errors.New("registry: not allowed in the slot's state")
 )
 
 // Slot is one connection's metadata. Its layout is fixed at 64 bytes so
 // that neighbouring slots never share a cache line (a test asserts it).
 // Every field is an atomic: the loop writes a slot while workers, other
 // loops and the admin view read it, and the race detector must stay quiet.
+// The fields are the registry's: others read them through the methods
+// below and change them only through Registry methods that check the
+// connection's generation.
+//
+// Times are the gateway's coarse clock: milliseconds, wrapping at about 49
+// days, compared by difference.
 type Slot struct {
 	gen        atomic.Uint32 // bumped at open and at close
 	state      atomic.Uint32 // State
-	Pending    atomic.Uint32 // Ev* bits not yet taken by the owner
-	Queued     atomic.Uint32 // generation whose event sits in a ring; 0 = none
-	LastActive atomic.Uint32 // coarse clock (seconds) of the last event
-	Events     atomic.Uint32 // events seen, for traffic-pattern learning
+	pending    atomic.Uint32 // Ev* bits not yet taken by the owner
+	queued     atomic.Uint32 // generation whose event sits in a ring; 0 = none
+	lastActive atomic.Uint32 // clock (ms) when the owner last took an event
+	events     atomic.Uint32 // events taken, for traffic-pattern learning
 	meta       atomic.Uint64 // proto | loop<<8 | worker<<16 | port<<32 | flags<<48
 	addrHi     atomic.Uint64 // peer address, IPv4 mapped into IPv6
 	addrLo     atomic.Uint64
-	OpenedAt   atomic.Uint32 // coarse clock at accept
-	BytesIn    atomic.Uint32 // bytes read, wrapping
-	Dropped    atomic.Uint32 // messages its subscriber lost (drop policy), wrapping
-	WantWrite  atomic.Uint32 // 1 while the owner has output waiting for EPOLLOUT
+	openedAt   atomic.Uint32 // clock (ms) at accept
+	bytesIn    atomic.Uint32 // bytes read by the owner, wrapping
+	dropped    atomic.Uint32 // messages its subscriber lost, wrapping
+	wantWrite  atomic.Uint32 // 1 while the owner has output waiting for EPOLLOUT
 }
 
 // slot flags.
@@ -97,9 +105,6 @@ func (s *Slot) Gen() uint32 { return s.gen.Load() }
 // State is the slot's current state.
 func (s *Slot) State() State { return State(s.state.Load()) }
 
-// SetState moves the slot to st.
-func (s *Slot) SetState(st State) { s.state.Store(uint32(st)) }
-
 // Proto is the protocol number the sniffer found (sniff.Proto).
 func (s *Slot) Proto() uint8 { return uint8(s.meta.Load()) }
 
@@ -109,14 +114,24 @@ func (s *Slot) Loop() int { return int(uint8(s.meta.Load() >> 8)) }
 // Worker is the index of the owning worker.
 func (s *Slot) Worker() int { return int(uint16(s.meta.Load() >> 16)) }
 
-// Assign records the classification: protocol and owning worker. Only the
-// loop that owns the slot calls it, before the first event for the slot is
-// published to the worker.
-func (s *Slot) Assign(proto uint8, worker int) {
-	m := s.meta.Load()
-	m = m&^0xffff_ffff | uint64(proto) | m&0xff00 | uint64(uint16(worker))<<16
-	s.meta.Store(m)
-}
+// OpenedAt is the clock (ms) at accept.
+func (s *Slot) OpenedAt() uint32 { return s.openedAt.Load() }
+
+// LastActive is the clock (ms) when the owner last took an event.
+func (s *Slot) LastActive() uint32 { return s.lastActive.Load() }
+
+// Events is how many events the owner took.
+func (s *Slot) Events() uint32 { return s.events.Load() }
+
+// BytesIn is how many bytes the owner read, wrapping.
+func (s *Slot) BytesIn() uint32 { return s.bytesIn.Load() }
+
+// Dropped is how many messages the connection's subscriber lost, wrapping.
+func (s *Slot) Dropped() uint32 { return s.dropped.Load() }
+
+// WantsWrite reports whether the owner waits for EPOLLOUT: only then does
+// a loop pass an EPOLLOUT edge on.
+func (s *Slot) WantsWrite() bool { return s.wantWrite.Load() != 0 }
 
 // Peer is the remote address recorded at accept.
 func (s *Slot) Peer() netip.AddrPort {
@@ -156,7 +171,7 @@ func New(size int) *Registry {
 // Size is the number of slots.
 func (r *Registry) Size() int { return len(r.slots) }
 
-// Slot returns the slot of fd, or nil when fd is out of range.
+// Slot returns the slot of fd for reading, or nil when fd is out of range.
 func (r *Registry) Slot(fd int) *Slot {
 	if uint(fd) >= uint(len(r.slots)) {
 		return nil
@@ -165,8 +180,10 @@ func (r *Registry) Slot(fd int) *Slot {
 }
 
 // Open claims fd's slot for a newly accepted connection and returns the
-// new generation. The slot must be Free. Generations of open connections
-// are always odd (Open and Retire each add one), so 0 can mean "none".
+// new generation. The slot must be Free; an fd beyond the table is
+// ErrRange (the caller refuses the connection). Generations of open
+// connections are always odd (Open and EndClose each add one), so 0 can
+// mean "none".
 func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint32, error) {
 	s := r.Slot(fd)
 	if s == nil {
@@ -175,14 +192,14 @@ func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint
 	if !s.state.CompareAndSwap(uint32(Free), uint32(Sniffing)) {
 		return 0, ErrBusy
 	}
-	s.Pending.Store(0)
-	s.Queued.Store(0)
-	s.WantWrite.Store(0)
-	s.LastActive.Store(now)
-	s.Events.Store(0)
-	s.BytesIn.Store(0)
-	s.OpenedAt.Store(now)
-	s.Dropped.Store(0)
+	s.pending.Store(0)
+	s.queued.Store(0)
+	s.wantWrite.Store(0)
+	s.lastActive.Store(now)
+	s.events.Store(0)
+	s.bytesIn.Store(0)
+	s.dropped.Store(0)
+	s.openedAt.Store(now)
 	a := peer.Addr()
 	var flags uint8
 	if a.Is4() {
@@ -199,10 +216,9 @@ func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint
 // Lookup returns fd's slot if it is open with generation gen; otherwise it
 // counts a stale event and returns nil.
 func (r *Registry) Lookup(fd int, gen uint32) *Slot {
-	s := r.Slot(fd)
-	if s == nil || s.gen.Load() != gen || s.State() == Free {
+	s := r.Live(fd, gen)
+	if s == nil {
 		r.stale.Add(1)
-		return nil
 	}
 	return s
 }
@@ -215,6 +231,95 @@ func (r *Registry) Live(fd int, gen uint32) *Slot {
 		return nil
 	}
 	return s
+}
+
+// Classify records what the sniffer found and who owns the connection
+// now: its protocol, its worker, and its state (Active or Quarantined).
+// Only a Sniffing connection can be classified, once; the loop that owns
+// it calls this before it posts the first event to the worker.
+func (r *Registry) Classify(fd int, gen uint32, proto uint8, worker int, st State) error {
+	s := r.Live(fd, gen)
+	switch {
+	case s == nil:
+		return ErrStale
+	case s.State() != Sniffing || (st != Active && st != Quarantined):
+		return ErrState
+	}
+	m := s.meta.Load()
+	s.meta.Store(m&^0xffff_ffff | uint64(proto) | m&0xff00 | uint64(uint16(worker))<<16)
+	// Only the owning loop moves a Sniffing slot (on, or to Closing), so
+	// the state checked above still holds.
+	s.state.Store(uint32(st))
+	return nil
+}
+
+// Post leaves event bits for the owner of connection (fd, gen) and reports
+// whether the caller must queue the connection on its owner's ring: false
+// when an event of this generation is queued already, so a ring holds at
+// most one entry per live connection and can never overflow.
+//
+// queued holds the generation whose event is queued. A loop acting on an
+// event that went stale while it ran may leave its own old generation
+// there; the next Post for the live connection sees a generation that is
+// not its own and queues anyway, so a stale event can add a spurious entry
+// (dropped by the owner's generation check) but never hold back a live one.
+func (r *Registry) Post(fd int, gen uint32, bits uint32) bool {
+	s := r.Slot(fd)
+	if s == nil {
+		return false
+	}
+	s.pending.Or(bits)
+	for {
+		q := s.queued.Load()
+		if q == gen {
+			return false
+		}
+		if s.queued.CompareAndSwap(q, gen) {
+			return true
+		}
+	}
+}
+
+// Take is the owner's side of Post: it clears the queued mark, then takes
+// the pending bits, so an edge that arrives after Take queues the
+// connection again and nothing that comes during the owner's read to
+// EAGAIN is lost. It records the activity (now, in ms) and returns the
+// bits and the slot, or a nil slot for a stale event (counted).
+func (r *Registry) Take(fd int, gen uint32, now uint32) (uint32, *Slot) {
+	s := r.Lookup(fd, gen)
+	if s == nil {
+		return 0, nil
+	}
+	s.queued.CompareAndSwap(gen, 0)
+	bits := s.pending.Swap(0)
+	s.lastActive.Store(now)
+	s.events.Add(1)
+	return bits, s
+}
+
+// SetWantsWrite says whether the owner of (fd, gen) waits for EPOLLOUT.
+func (r *Registry) SetWantsWrite(fd int, gen uint32, want bool) {
+	if s := r.Live(fd, gen); s != nil {
+		var v uint32
+		if want {
+			v = 1
+		}
+		s.wantWrite.Store(v)
+	}
+}
+
+// CountIn adds n bytes read to connection (fd, gen).
+func (r *Registry) CountIn(fd int, gen uint32, n int) {
+	if s := r.Live(fd, gen); s != nil {
+		s.bytesIn.Add(uint32(n))
+	}
+}
+
+// CountDropped adds n messages that connection (fd, gen) lost.
+func (r *Registry) CountDropped(fd int, gen uint32, n int) {
+	if s := r.Live(fd, gen); s != nil {
+		s.dropped.Add(uint32(n))
+	}
 }
 
 // BeginClose moves fd's slot with generation gen to Closing and returns the
@@ -236,17 +341,22 @@ func (r *Registry) BeginClose(fd int, gen uint32) (State, bool) {
 	}
 }
 
-// Retire bumps the generation of a Closing slot; call it after
-// EPOLL_CTL_DEL, so events that are still in flight are stale from here on.
-func (r *Registry) Retire(fd int) { r.slots[fd].gen.Add(1) }
-
-// Release frees a retired slot; call it just before close(fd).
-func (r *Registry) Release(fd int) {
-	r.slots[fd].state.Store(uint32(Free))
+// EndClose finishes what BeginClose started: the generation moves on, so
+// events still in flight are stale from here, and the slot is freed. Call
+// it after EPOLL_CTL_DEL and just before close(fd). It reports false, and
+// changes nothing, unless fd is connection gen and Closing.
+func (r *Registry) EndClose(fd int, gen uint32) bool {
+	s := r.Slot(fd)
+	if s == nil || s.gen.Load() != gen || s.State() != Closing {
+		return false
+	}
+	s.gen.Add(1)
+	s.state.Store(uint32(Free))
 	r.open.Add(-1)
+	return true
 }
 
-// Open connections.
+// Len is the number of open connections.
 func (r *Registry) Len() int { return int(r.open.Load()) }
 
 // Stale is how many events were dropped because their generation was old.
@@ -264,8 +374,8 @@ type View struct {
 	Loop       int    `json:"loop"`
 	Worker     int    `json:"worker"`
 	Peer       string `json:"peer"`
-	OpenedAt   uint32 `json:"opened_at"`
-	LastActive uint32 `json:"last_active"`
+	OpenedAt   uint32 `json:"opened_at_ms"`   // the gateway's clock, ms
+	LastActive uint32 `json:"last_active_ms"` // the gateway's clock, ms
 	Events     uint32 `json:"events"`
 	BytesIn    uint32 `json:"bytes_in"`
 	Dropped    uint32 `json:"dropped"`
@@ -287,8 +397,8 @@ func (r *Registry) Snapshot(dst []View, max int) []View {
 		dst = append(dst, View{
 			FD: fd, Gen: s.Gen(), State: st.String(), Proto: s.Proto(),
 			Loop: s.Loop(), Worker: s.Worker(), Peer: s.Peer().String(),
-			OpenedAt: s.OpenedAt.Load(), LastActive: s.LastActive.Load(),
-			Events: s.Events.Load(), BytesIn: s.BytesIn.Load(), Dropped: s.Dropped.Load(),
+			OpenedAt: s.OpenedAt(), LastActive: s.LastActive(),
+			Events: s.Events(), BytesIn: s.BytesIn(), Dropped: s.Dropped(),
 		})
 	}
 	return dst

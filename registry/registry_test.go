@@ -36,12 +36,14 @@ func TestOpenLookupClose(t *testing.T) {
 	if s == nil {
 		t.Fatal("Lookup of a fresh slot failed")
 	}
-	if s.State() != Sniffing || s.Loop() != 3 || s.Peer() != peer || s.OpenedAt.Load() != 100 {
-		t.Fatalf("slot = state %v loop %d peer %v opened %d", s.State(), s.Loop(), s.Peer(), s.OpenedAt.Load())
+	if s.State() != Sniffing || s.Loop() != 3 || s.Peer() != peer || s.OpenedAt() != 100 {
+		t.Fatalf("slot = state %v loop %d peer %v opened %d", s.State(), s.Loop(), s.Peer(), s.OpenedAt())
 	}
-	s.Assign(4, 300)
-	if s.Proto() != 4 || s.Worker() != 300 || s.Loop() != 3 || s.Peer() != peer {
-		t.Fatalf("after Assign: proto %d worker %d loop %d peer %v", s.Proto(), s.Worker(), s.Loop(), s.Peer())
+	if err := r.Classify(5, gen, 4, 300, Active); err != nil {
+		t.Fatal(err)
+	}
+	if s.Proto() != 4 || s.Worker() != 300 || s.Loop() != 3 || s.Peer() != peer || s.State() != Active {
+		t.Fatalf("after Classify: proto %d worker %d loop %d peer %v state %v", s.Proto(), s.Worker(), s.Loop(), s.Peer(), s.State())
 	}
 	if _, err := r.Open(5, peer, 0, 0); err != ErrBusy {
 		t.Fatalf("second Open = %v, want ErrBusy", err)
@@ -49,17 +51,27 @@ func TestOpenLookupClose(t *testing.T) {
 	if r.Len() != 1 {
 		t.Fatalf("Len = %d", r.Len())
 	}
-	if st, ok := r.BeginClose(5, gen); !ok || st != Sniffing {
-		t.Fatalf("BeginClose = %v, %v; want sniffing, true", st, ok)
+	if r.EndClose(5, gen) {
+		t.Fatal("EndClose before BeginClose must refuse")
+	}
+	if st, ok := r.BeginClose(5, gen); !ok || st != Active {
+		t.Fatalf("BeginClose = %v, %v; want active, true", st, ok)
 	}
 	if _, ok := r.BeginClose(5, gen); ok {
 		t.Fatal("BeginClose must succeed exactly once")
 	}
-	r.Retire(5)
-	if r.Lookup(5, gen) != nil {
-		t.Fatal("a retired generation must be stale")
+	if r.EndClose(5, gen+2) {
+		t.Fatal("EndClose with another generation must refuse")
 	}
-	r.Release(5)
+	if !r.EndClose(5, gen) {
+		t.Fatal("EndClose after BeginClose failed")
+	}
+	if r.Lookup(5, gen) != nil {
+		t.Fatal("a closed generation must be stale")
+	}
+	if r.EndClose(5, gen) || r.EndClose(5, gen+1) {
+		t.Fatal("EndClose must succeed exactly once")
+	}
 	gen2, err := r.Open(5, netip.MustParseAddrPort("[::1]:80"), 0, 200)
 	if err != nil {
 		t.Fatal(err)
@@ -127,8 +139,9 @@ func TestStaleEventsNeverReachReusedFD(t *testing.T) {
 		if _, ok := r.BeginClose(fd, gen); !ok {
 			t.Fatal("BeginClose failed")
 		}
-		r.Retire(fd)
-		r.Release(fd)
+		if !r.EndClose(fd, gen) {
+			t.Fatal("EndClose failed")
+		}
 	}
 	close(events)
 	wg.Wait()
@@ -137,6 +150,90 @@ func TestStaleEventsNeverReachReusedFD(t *testing.T) {
 	}
 	if r.Len() != 0 {
 		t.Fatalf("Len = %d after all closed", r.Len())
+	}
+}
+
+// TestClassifyOnlyFromSniffing: a connection is classified once, by the
+// loop that sniffs it, and only into a worker-owned state.
+func TestClassifyOnlyFromSniffing(t *testing.T) {
+	r := New(8)
+	peer := netip.MustParseAddrPort("127.0.0.1:1")
+	gen, _ := r.Open(2, peer, 0, 0)
+	for _, st := range []State{Free, Sniffing, Forwarded, Closing} {
+		if err := r.Classify(2, gen, 1, 1, st); err != ErrState {
+			t.Errorf("Classify to %v = %v, want ErrState", st, err)
+		}
+	}
+	if err := r.Classify(2, gen+2, 1, 1, Active); err != ErrStale {
+		t.Errorf("Classify of another generation = %v, want ErrStale", err)
+	}
+	if err := r.Classify(2, gen, 1, 1, Quarantined); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Classify(2, gen, 1, 1, Active); err != ErrState {
+		t.Errorf("second Classify = %v, want ErrState", err)
+	}
+	if err := r.Classify(99, 1, 1, 1, Active); err != ErrStale {
+		t.Errorf("Classify out of range = %v, want ErrStale", err)
+	}
+}
+
+// TestPostTakeCoalesce: posts for a queued connection add bits without
+// asking for another ring entry; Take clears the mark before it takes the
+// bits, so a post after it asks again; posts for another generation never
+// hold back the live one.
+func TestPostTakeCoalesce(t *testing.T) {
+	r := New(8)
+	gen, _ := r.Open(3, netip.MustParseAddrPort("127.0.0.1:1"), 0, 0)
+	if !r.Post(3, gen, EvRead) {
+		t.Fatal("first Post must ask to queue")
+	}
+	if r.Post(3, gen, EvWrite) {
+		t.Fatal("a Post while queued must coalesce")
+	}
+	bits, s := r.Take(3, gen, 42)
+	if s == nil || bits != EvRead|EvWrite || s.LastActive() != 42 || s.Events() != 1 {
+		t.Fatalf("Take = %#x, %v (last active %d, events %d)", bits, s, s.LastActive(), s.Events())
+	}
+	if !r.Post(3, gen, EvHup) {
+		t.Fatal("a Post after Take must ask to queue again")
+	}
+	// A stale post (an old generation) marks queued with its own
+	// generation; the live connection's next post still queues.
+	r.Take(3, gen, 43)
+	r.Post(3, gen-2, EvRead)
+	if !r.Post(3, gen, EvRead) {
+		t.Fatal("a stale mark must not hold back the live connection")
+	}
+	if _, s := r.Take(3, gen+2, 0); s != nil {
+		t.Fatal("Take of another generation must miss")
+	}
+	if r.Post(99, 1, EvRead) {
+		t.Fatal("Post out of range must not ask to queue")
+	}
+}
+
+// TestCountersKeepToTheirGeneration: the owner's counters and its write
+// wish change only for the live connection, never for a successor.
+func TestCountersKeepToTheirGeneration(t *testing.T) {
+	r := New(8)
+	gen, _ := r.Open(4, netip.MustParseAddrPort("127.0.0.1:1"), 0, 0)
+	r.CountIn(4, gen, 100)
+	r.CountDropped(4, gen, 3)
+	r.SetWantsWrite(4, gen, true)
+	s := r.Slot(4)
+	if s.BytesIn() != 100 || s.Dropped() != 3 || !s.WantsWrite() {
+		t.Fatalf("bytes %d dropped %d wants %v", s.BytesIn(), s.Dropped(), s.WantsWrite())
+	}
+	r.BeginClose(4, gen)
+	r.EndClose(4, gen)
+	gen2, _ := r.Open(4, netip.MustParseAddrPort("127.0.0.1:2"), 0, 0)
+	r.CountIn(4, gen, 5)
+	r.CountDropped(4, gen, 5)
+	r.SetWantsWrite(4, gen, true)
+	if s.BytesIn() != 0 || s.Dropped() != 0 || s.WantsWrite() {
+		t.Fatalf("the successor (gen %d) got its predecessor's counts: bytes %d dropped %d wants %v",
+			gen2, s.BytesIn(), s.Dropped(), s.WantsWrite())
 	}
 }
 
