@@ -201,7 +201,7 @@ func (g *Gateway) closeConn(fd int, gen uint32) bool {
 	}
 	s := g.reg.Slot(fd)
 	ip := s.Peer().Addr()
-	if li := s.Loop(); li < len(g.loops) {
+	if li := s.Loop(); li < len(g.loops) && g.loops[li].epfd >= 0 {
 		unix.EpollCtl(g.loops[li].epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
 	g.reg.EndClose(fd, gen)

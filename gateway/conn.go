@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/sniff"
 )
@@ -30,6 +32,7 @@ type conn struct {
 	reason     uint8 // index into reasonNames
 	closed     bool
 	probing    bool // a silent peer we are probing; answered() ends it
+	lingering  bool // closed for the session, flushing to the peer while the gateway drains
 	recorded   bool // already in the quarantine book
 	timerSet   bool
 }
@@ -54,6 +57,10 @@ func (c *conn) Notify()                  { c.w.notify(c) }
 func (c *conn) CountDropped(n int)       { c.w.g.reg.CountDropped(int(c.fd), c.gen, n) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
 func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.SetWantsWrite(int(c.fd), c.gen, want) }
+
+// live reports whether the worker still does I/O on c: open, or closed
+// for its session but lingering.
+func (c *conn) live() bool { return !c.closed || c.lingering }
 
 // input and output are the buffered bytes, nil when there are none.
 func (c *conn) input() []byte  { return c.buffered(ioIn) }
@@ -140,7 +147,8 @@ func (c *conn) armWrite() {
 	c.flush()
 }
 
-// flush writes buffered output after an EPOLLOUT edge.
+// flush writes buffered output after an EPOLLOUT edge. Once a lingering
+// connection's output is out, its write side is shut.
 func (c *conn) flush() {
 	out := c.output()
 	for len(out) > 0 {
@@ -151,12 +159,15 @@ func (c *conn) flush() {
 			return
 		}
 		if err != nil {
-			c.Close(err)
+			c.fail(err)
 			return
 		}
 	}
 	c.setOutput(nil)
 	c.slotWantsWrite(false)
+	if c.lingering {
+		c.shutWrite()
+	}
 }
 
 // answered ends the probe window: the peer spoke, so the pool's own idle
@@ -169,27 +180,78 @@ func (c *conn) answered() {
 	}
 }
 
-// Close flushes what the socket takes without waiting, closes the socket,
-// and tells the session once.
+// Close ends the connection for its session, which is told once, and
+// closes the socket after writing what the socket takes of the buffered
+// output now. While the gateway drains, a connection the peer has not
+// closed lingers instead, so that the peer gets all of it (linger).
 func (c *conn) Close(reason error) {
 	if c.closed {
 		return
 	}
 	c.closed = true
+	w := c.w
+	w.g.metrics.closed(c.proto, reason)
+	c.lingering = w.draining && !w.stopping && !socketGone(reason)
+	if c.sess != nil {
+		sess := c.sess
+		w.safe(c, nil, func() error { sess.Closed(reason); return nil })
+	}
+	if !c.lingering {
+		c.release()
+		return
+	}
+	if len(c.output()) == 0 {
+		c.shutWrite()
+	} // else flush shuts it once the output is out
+	c.setInput(nil)
+	w.discard(c)
+}
+
+// socketGone reports whether reason says the peer or the socket is gone
+// already, so there is nobody to linger for.
+func socketGone(reason error) bool {
+	var errno unix.Errno
+	return errors.Is(reason, protocols.ErrPeerClosed) || errors.As(reason, &errno)
+}
+
+// fail ends the connection after a socket error: a lingering one is
+// released, any other closed.
+func (c *conn) fail(err error) {
+	if c.closed {
+		c.release()
+		return
+	}
+	c.Close(err)
+}
+
+// shutWrite sends FIN after the last byte written: the peer reads all of
+// the output, then EOF, and its own close is what releases the socket.
+// Closing with unread input would send RST instead, and RST can destroy a
+// goodbye the peer has not read yet.
+func (c *conn) shutWrite() { unix.Shutdown(int(c.fd), unix.SHUT_WR) }
+
+// release closes the socket and frees the connection's registry slot and
+// fd table entry; the session has been told already. Releases during a
+// drain are counted for the drain's log line: cut when the grace ended,
+// closed otherwise.
+func (c *conn) release() {
+	w := c.w
+	if w.conns[c.fd] != c {
+		return // released already
+	}
+	c.lingering = false
 	if out := c.output(); len(out) > 0 {
 		writeFD(int(c.fd), out) // best effort: the peer may have gone
 	}
 	c.io = nil
-	w := c.w
-	if w.conns[c.fd] == c {
-		w.conns[c.fd] = nil
-	}
+	w.conns[c.fd] = nil
 	w.g.closeConn(int(c.fd), c.gen)
 	w.pool.release(w.local)
-	w.g.metrics.closed(c.proto, reason)
-	if c.sess != nil {
-		sess := c.sess
-		w.safe(c, nil, func() error { sess.Closed(reason); return nil })
+	switch {
+	case w.stopping:
+		w.g.drainCut.Add(1)
+	case w.draining:
+		w.g.drainClosed.Add(1)
 	}
 }
 

@@ -12,7 +12,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,16 +69,22 @@ type Gateway struct {
 	admin   *admin
 	fwd     *forwarder
 
-	start   time.Time
-	ready   chan struct{}
-	addr    netip.AddrPort
-	running atomic.Bool
+	start    time.Time
+	ready    chan struct{}
+	done     chan struct{} // closed when Run has released everything
+	addr     netip.AddrPort
+	running  atomic.Bool
+	closing  atomic.Bool
+	stopped  chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
 	// warnedRegistry: the one log line about fds beyond the registry.
 	warnedRegistry atomic.Bool
-	closing        atomic.Bool
-	stopped        chan struct{}
-	stopOnce       sync.Once
-	wg             sync.WaitGroup
+	// What a drain did, for its log line: connections closed while
+	// draining, and those cut (closed abruptly) when it ended.
+	drainClosed atomic.Int64
+	drainCut    atomic.Int64
 }
 
 // New validates cfg and builds a gateway; it starts nothing.
@@ -96,6 +101,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 		log:     log.With("component", "gateway"),
 		start:   time.Now(),
 		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		byPool:  map[string]*pool{},
 	}
@@ -146,89 +152,6 @@ func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 
 // Addr is the bound address; valid after Ready.
 func (g *Gateway) Addr() netip.AddrPort { return g.addr }
-
-// Run binds the port, starts the loops and workers, and blocks until ctx
-// ends (then it shuts down with a 5 s grace), or Shutdown or Close is
-// called.
-func (g *Gateway) Run(ctx context.Context) error {
-	if !g.running.CompareAndSwap(false, true) {
-		return ErrRunning
-	}
-	if g.closing.Load() {
-		return ErrClosed
-	}
-	if err := g.startLoops(); err != nil {
-		g.stop()
-		g.wg.Wait()
-		return err
-	}
-	g.startWorkers()
-	g.admin.start()
-	g.wg.Add(1)
-	go g.publishStats(time.Second)
-	close(g.ready)
-	g.log.Info("listening", "addr", g.addr.String(), "loops", len(g.loops),
-		"workers", len(g.workers), "policy", g.cfg.Dispatch.Policy)
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		g.Shutdown(sctx)
-	case <-g.stopped:
-	}
-	g.wg.Wait()
-	return nil
-}
-
-// Shutdown stops accepting, closes connections still being classified,
-// asks every worker to close its connections after flushing what it can,
-// and waits for them until ctx ends; then it closes whatever is left.
-func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.closing.Store(true)
-	for _, l := range g.loops {
-		l.post(loopCmdStopAccept)
-	}
-	for _, w := range g.workers {
-		w.drain()
-	}
-	g.admin.shutdown(ctx)
-	g.fwd.closeAll()
-	done := make(chan struct{})
-	go func() {
-		for g.reg.Len() > 0 && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	g.stop()
-	return ctx.Err()
-}
-
-// Close stops everything at once: listeners, loops, workers and every
-// connection. It is idempotent.
-func (g *Gateway) Close() error {
-	g.closing.Store(true)
-	g.stop()
-	return nil
-}
-
-func (g *Gateway) stop() {
-	g.stopOnce.Do(func() {
-		close(g.stopped)
-		for _, l := range g.loops {
-			l.post(loopCmdStop)
-		}
-		for _, w := range g.workers {
-			w.stop()
-		}
-		g.admin.close()
-		g.fwd.closeAll()
-	})
-}
 
 // Reload validates cfg and swaps in its routes, limits, sniff settings and
 // its websocket and modbus sections. Live connections are untouched (open

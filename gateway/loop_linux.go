@@ -285,18 +285,29 @@ func (l *loop) flushBacklog() {
 	}
 }
 
-// closeFDs releases the loop's own descriptors when it ends.
+// closeFDs releases the loop's own descriptors when it ends, but for the
+// epoll instance: workers may still close connections registered in it,
+// so the gateway closes it once every goroutine is done (closeEpoll).
 func (l *loop) closeFDs() {
 	l.closeSniffing()
 	for _, w := range l.inline {
-		w.closeAll(protocols.ErrShutdown)
+		w.stopAll()
 	}
-	for _, fd := range []int{l.lfd, l.efd, l.spare, l.udpFD(), l.epfd} {
+	for _, fd := range []int{l.lfd, l.efd, l.spare, l.udpFD()} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
 	}
 	l.lfd, l.efd, l.spare = -1, -1, -1
+}
+
+// closeEpoll closes the epoll instance; only after the loop and every
+// worker have ended.
+func (l *loop) closeEpoll() {
+	if l.epfd >= 0 {
+		unix.Close(l.epfd)
+		l.epfd = -1
+	}
 }
 
 // closeSniffing closes the connections this loop is still classifying.

@@ -47,15 +47,20 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	conns   []*conn // by fd
-	again   []*conn // read budget ran out before EAGAIN
-	wheel   *wheel
-	rbuf    []byte
-	ticks   uint64
-	state   atomic.Uint32 // workerRunning, workerDraining, workerStopped
-	drained bool
-	done    chan struct{}
-	served  atomic.Uint64
+	conns  []*conn // by fd
+	again  []*conn // read budget ran out before EAGAIN
+	wheel  *wheel
+	rbuf   []byte
+	ticks  uint64
+	state  atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
+	done   chan struct{}
+	served atomic.Uint64
+
+	// What the worker has acted on, its own: the drain began (its
+	// connections were told, new ones are told at hand-over), and the
+	// grace ended (everything closes now).
+	draining bool
+	stopping bool
 }
 
 const (
@@ -96,7 +101,7 @@ func (w *worker) run() {
 	last := time.Now()
 	for {
 		if w.state.Load() == workerStopped {
-			w.closeAll(protocols.ErrShutdown)
+			w.stopAll()
 			return
 		}
 		busy := w.poll()
@@ -110,9 +115,14 @@ func (w *worker) run() {
 	}
 }
 
-// ready tells the parker whether there is work; it must be cheap.
+// ready tells the parker whether there is work; it must be cheap. A drain
+// or stop request is work until the worker has acted on it: a draining
+// worker parks like any other, woken by its rings, inbox and timers.
 func (w *worker) ready() bool {
-	if w.inboxN.Load() > 0 || len(w.again) > 0 || w.state.Load() != workerRunning {
+	if w.inboxN.Load() > 0 || len(w.again) > 0 {
+		return true
+	}
+	if st := w.state.Load(); st == workerStopped || st == workerDraining && !w.draining {
 		return true
 	}
 	for _, r := range w.rings {
@@ -145,14 +155,14 @@ func (w *worker) poll() bool {
 		list := w.again
 		w.again = nil
 		for _, c := range list {
-			if !c.closed {
+			if c.live() {
 				w.read(c)
 			}
 		}
 	}
-	if w.state.Load() == workerDraining && !w.drained {
-		w.drained = true
-		w.closeAll(protocols.ErrShutdown)
+	if !w.draining && w.state.Load() == workerDraining {
+		w.draining = true
+		w.drainAll()
 	}
 	return busy
 }
@@ -170,21 +180,28 @@ func (w *worker) handle(id uint64) {
 	w.served.Add(1)
 	w.pool.observe(w.local, s)
 	c := w.conns[fd]
-	if bits&registry.EvOpen != 0 {
+	opened := bits&registry.EvOpen != 0
+	if opened {
 		c = w.open(fd, gen, s, bits)
 		if c == nil {
 			return
 		}
 	}
-	if c == nil || c.gen != gen || c.closed {
+	if c == nil || c.gen != gen || !c.live() {
 		w.g.reg.CountStale()
 		return
 	}
 	if bits&registry.EvWrite != 0 {
 		c.flush()
 	}
-	if bits&(registry.EvRead|registry.EvHup) != 0 && !c.closed {
+	if bits&(registry.EvRead|registry.EvHup) != 0 && c.live() {
 		w.read(c)
+	}
+	// A connection handed over during a drain hears the goodbye after
+	// its first input is served: a request already in the socket (a
+	// Modbus master's, say) still gets its answer.
+	if opened && w.draining && !c.closed {
+		w.drainConn(c)
 	}
 }
 
@@ -230,8 +247,13 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 	return c
 }
 
-// read reads c to EAGAIN (or its share of reads) and feeds the session.
+// read reads c to EAGAIN (or its share of reads) and feeds the session;
+// a lingering connection's input is read and dropped.
 func (w *worker) read(c *conn) {
+	if c.closed {
+		w.discard(c)
+		return
+	}
 	for range readsPerEvent {
 		n, err := readFD(int(c.fd), w.rbuf)
 		switch {
@@ -309,6 +331,23 @@ func (w *worker) feed(c *conn, b []byte) {
 	default:
 		c.setInput(append([]byte(nil), data...))
 	}
+}
+
+// discard reads a lingering connection's input to EAGAIN and drops it; the
+// peer's EOF, or a socket error, releases the connection.
+func (w *worker) discard(c *conn) {
+	for range readsPerEvent {
+		n, err := readFD(int(c.fd), w.rbuf)
+		switch {
+		case n > 0:
+			continue
+		case errors.Is(err, errAgain):
+			return
+		}
+		c.release() // EOF or an error: the peer is done
+		return
+	}
+	w.again = append(w.again, c)
 }
 
 var errInputLimit = errors.New("gateway: input limit exceeded")
@@ -417,14 +456,44 @@ func (w *worker) sessionTimer(c *conn, due uint64) {
 	}
 }
 
-func (w *worker) closeAll(reason error) {
+// drainAll tells every connection that the gateway drains.
+func (w *worker) drainAll() {
 	for _, c := range w.conns {
 		if c != nil && !c.closed {
-			c.Close(reason)
+			w.drainConn(c)
 		}
 	}
 }
 
+// drainConn gives a session its Drain call, or closes a session that has
+// none; while the worker drains, closing lingers (conn.Close).
+func (w *worker) drainConn(c *conn) {
+	d, ok := c.sess.(protocols.Drainer)
+	if !ok {
+		c.Close(protocols.ErrShutdown)
+		return
+	}
+	if err := w.safe(c, nil, d.Drain); err != nil {
+		c.Close(err)
+	}
+}
+
+// stopAll closes every connection now, lingering ones too: the grace is
+// over, or the gateway closes without one.
+func (w *worker) stopAll() {
+	w.stopping = true
+	for _, c := range w.conns {
+		if c == nil {
+			continue
+		}
+		if !c.closed {
+			c.Close(protocols.ErrShutdown)
+		}
+		c.release()
+	}
+}
+
+// drain asks the worker to tell its connections the gateway is going.
 func (w *worker) drain() {
 	w.state.CompareAndSwap(workerRunning, workerDraining)
 	w.wake()

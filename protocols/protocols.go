@@ -113,7 +113,10 @@ type Session interface {
 	// arrives; unconsumed input beyond the pool's input limit closes the
 	// connection. An error closes the connection with that reason.
 	Data(in []byte) (consumed int, err error)
-	// Closed is called exactly once, after the socket is closed.
+	// Closed is called exactly once, when the connection ends for the
+	// session: no call follows it. The socket is closed by then, except
+	// while the gateway drains, when output the session wrote may still be
+	// on its way to the peer (see Drainer).
 	Closed(reason error)
 }
 
@@ -128,6 +131,26 @@ type Timed interface {
 	// Timer runs on the owning worker when the timer set with SetTimer
 	// fires. An error closes the connection with that reason.
 	Timer() error
+}
+
+// Drainer is implemented by sessions that have something to tell their
+// peer when the gateway drains (WebSocket close 1001, a private GOING_AWAY
+// ERROR, ...). The owning worker calls Drain once per session when the
+// drain begins, or right after Open for a connection handed over during
+// one. The session writes its goodbye with Conn.Write and says whether it
+// is done:
+//   - a non-nil error (protocols.ErrShutdown, say): close the connection
+//     with that reason;
+//   - nil: keep the connection; the session waits for its peer, which it
+//     asked to go, and is closed when the peer hangs up, when a later
+//     call returns an error, or when the drain's grace ends.
+//
+// A connection that closes while the gateway drains is closed gracefully:
+// its buffered output is flushed as the peer reads it and the write side
+// shut before the socket closes, within the grace. Sessions that do not
+// implement Drainer are closed that way at once.
+type Drainer interface {
+	Drain() error
 }
 
 // Prober is implemented by handlers that can wake up silent peers: dial-in

@@ -97,14 +97,27 @@ func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 
 // session is one master's connection.
 type session struct {
-	h    *Handler
-	conn protocols.Conn
+	h        *Handler
+	conn     protocols.Conn
+	partial  bool // the last input ended inside a request
+	draining bool // the gateway drains: close once no request is in flight
 }
 
-// Data answers every whole request in the input, in order, with one write.
-// A broken MBAP header closes the connection: Modbus TCP has no way to
-// find the next request after it.
+// Data answers every whole request in the input, then, while the gateway
+// drains, closes once no request is left half received.
 func (s *session) Data(in []byte) (int, error) {
+	n, err := s.answerAll(in)
+	s.partial = n < len(in)
+	if err == nil && s.draining && !s.partial {
+		err = protocols.ErrShutdown
+	}
+	return n, err
+}
+
+// answerAll answers every whole request in the input, in order, with one
+// write. A broken MBAP header closes the connection: Modbus TCP has no way
+// to find the next request after it.
+func (s *session) answerAll(in []byte) (int, error) {
 	h := s.h
 	p := h.out.Get(0)
 	defer h.out.Put(p)

@@ -28,6 +28,7 @@ const (
 	CodeInternal        Code = 21
 	CodeBusy            Code = 22
 	CodeSlowConsumer    Code = 32
+	CodeGoingAway       Code = 33
 )
 
 var codeTexts = map[Code]string{
@@ -48,6 +49,7 @@ var codeTexts = map[Code]string{
 	CodeInternal:        "internal error",
 	CodeBusy:            "server busy",
 	CodeSlowConsumer:    "slow consumer",
+	CodeGoingAway:       "gateway going away",
 }
 
 // Text is the code's short description, also sent as ERROR text.

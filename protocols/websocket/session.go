@@ -30,9 +30,10 @@ type session struct {
 	subs []subscription
 	scan Scanner
 
-	missed   uint8 // pings sent since the peer last sent a frame
-	upgraded bool  // the handshake is done: frames follow
-	closing  bool  // an HTTP error or close frame is staged: handle nothing more
+	missed    uint8 // pings sent since the peer last sent a frame
+	upgraded  bool  // the handshake is done: frames follow
+	closing   bool  // an HTTP error or close frame is staged: handle nothing more
+	goingAway bool  // the close frame is Drain's: the peer's answer ends the connection
 }
 
 // subscription is one filter and whether it wants retained values.
@@ -54,6 +55,9 @@ var errClosing = errors.New("websocket: session closing")
 // written in one piece when the call ends.
 func (s *session) Data(in []byte) (n int, err error) {
 	if s.closing {
+		if s.goingAway {
+			return len(in), protocols.ErrShutdown
+		}
 		return len(in), errClosing
 	}
 	if err := s.begin(); err != nil {
@@ -142,7 +146,7 @@ func (s *session) cfg() *config.WebSocket { return &s.l.set.cfg }
 // failed, what is staged is an HTTP error or a close frame: it is written
 // if the output buffer takes it, and the connection closes either way.
 func (s *session) end(err error) error {
-	if err == nil && s.closing {
+	if err == nil && s.closing && !s.goingAway {
 		err = fmt.Errorf("%w: gorilla closed the connection", ErrInternal)
 	}
 	if err == nil {

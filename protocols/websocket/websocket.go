@@ -60,6 +60,7 @@ var (
 // Close codes this package sends (RFC 6455 §7.4.1).
 const (
 	CloseNormal         = 1000
+	CloseGoingAway      = 1001
 	CloseProtocolError  = 1002
 	CloseInvalidPayload = 1007
 	ClosePolicy         = 1008

@@ -102,7 +102,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 				reload(g, file, proc, log)
 				continue
 			}
-			log.Info("draining", "signal", s.String(), "grace", drain)
+			log.Info("shutting down", "signal", s.String())
 			ctx, cancel := context.WithTimeout(context.Background(), drain)
 			g.Shutdown(ctx)
 			cancel()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	gws "github.com/gorilla/websocket"
 
 	"github.com/edgemux/edgemux/protocols/private"
 )
@@ -110,7 +113,27 @@ func TestSignals(t *testing.T) {
 	if err := dev.Publish("a/b", []byte("x"), true); err != nil {
 		t.Fatalf("publish after reload: %v", err)
 	}
+	// SIGTERM drains: every session hears its protocol's goodbye, the
+	// peers hang up, and the last log line says nothing was cut.
+	ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
 	cmd.Process.Signal(syscall.SIGTERM)
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, _, err = ws.ReadMessage()
+	var ce *gws.CloseError
+	if !errors.As(err, &ce) || ce.Code != gws.CloseGoingAway {
+		t.Fatalf("websocket client at SIGTERM: %v, want close 1001", err)
+	}
+	ws.Close()
+	for range dev.Messages() { // closed when the connection ends
+	}
+	if !errors.Is(dev.Err(), private.CodeGoingAway) {
+		t.Fatalf("device at SIGTERM: %v, want GOING_AWAY", dev.Err())
+	}
+	waitLog(t, logs, "msg=stopped")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
