@@ -252,7 +252,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"private", !reflect.DeepEqual(cfg.Private, g.cfg.Private)},
 		{"quarantine", !reflect.DeepEqual(cfg.Quarantine, g.cfg.Quarantine)},
 		{"bus", cfg.Bus != g.cfg.Bus},
-		{"admin", cfg.Admin != g.cfg.Admin},
+		{"admin", !reflect.DeepEqual(cfg.Admin, g.cfg.Admin)},
 		{"udp", cfg.UDP != g.cfg.UDP},
 	} {
 		if s.changed {
