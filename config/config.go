@@ -23,7 +23,7 @@ type Config struct {
 	WebSocket  WebSocket       `yaml:"websocket"`  // WebSocket endpoint and JSON pub/sub
 	Quarantine Quarantine      `yaml:"quarantine"` // quarantine pool behaviour
 	Bus        Bus             `yaml:"bus"`        // topic bus limits
-	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port
+	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port and who may use it (admin.go)
 	UDP        UDP             `yaml:"udp"`        // datagram side of the port
 	Log        Log             `yaml:"log"`        // logging
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
@@ -144,13 +144,6 @@ type Bus struct {
 	MaxPayload int    `yaml:"max_payload"` // bytes per message
 	Queue      int    `yaml:"queue"`       // messages per subscriber queue
 	Drop       string `yaml:"drop"`        // oldest | newest | disconnect, when a queue is full
-}
-
-// Admin serves health, metrics and the registry view over plain HTTP on
-// the shared port.
-type Admin struct {
-	Enabled  bool `yaml:"enabled"`
-	MaxConns int  `yaml:"max_conns"` // admin HTTP connections at once
 }
 
 // UDP is the datagram side of the shared port.

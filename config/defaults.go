@@ -94,7 +94,7 @@ func Defaults() Config {
 			MaxTracked:  10000,
 		},
 		Bus:   Bus{MaxTopics: 100000, MaxPayload: 65536, Queue: 256, Drop: "oldest"},
-		Admin: Admin{Enabled: true, MaxConns: 64},
+		Admin: defaultAdmin(),
 		UDP:   UDP{Enabled: true, Batch: 16},
 		Log:   Log{Level: "info", Format: "text"},
 	}
@@ -109,6 +109,19 @@ func defaultPools() map[string]Pool {
 		"websocket":    {Workers: 2, Pattern: "bursty"}, // no idle timeout: server pings find dead peers
 		"modbus":       {Workers: 2, IdleTimeout: 10 * time.Minute, Pattern: "long-period"},
 		quarantinePool: {Workers: 2},
+	}
+}
+
+// defaultAdmin: health checks come from anywhere (load balancers,
+// orchestrators); metrics and everything an operator sees stay on the box
+// until the integrator opens them (README, "Access control").
+func defaultAdmin() Admin {
+	loopback := func() []string { return []string{"127.0.0.0/8", "::1/128"} }
+	return Admin{
+		Enabled: true, MaxConns: 64, MaxConnsPerIP: 8, IdleTimeout: 5 * time.Second,
+		Probe:    AccessGroup{Allow: []string{"0.0.0.0/0", "::/0"}},
+		Scrape:   AccessGroup{Allow: loopback()},
+		Operator: AccessGroup{Allow: loopback()},
 	}
 }
 

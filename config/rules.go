@@ -50,6 +50,7 @@ var intRules = [...]intRule{
 	{"bus.max_payload", 1, 16 * mib, func(c *Config) int { return c.Bus.MaxPayload }},
 	{"bus.queue", 1, mib, func(c *Config) int { return c.Bus.Queue }},
 	{"admin.max_conns", 1, 10000, func(c *Config) int { return c.Admin.MaxConns }},
+	{"admin.max_conns_per_ip", 1, 10000, func(c *Config) int { return c.Admin.MaxConnsPerIP }},
 	{"udp.sockets", 0, 256, func(c *Config) int { return c.UDP.Sockets }},
 	{"udp.batch", 1, 1024, func(c *Config) int { return c.UDP.Batch }}, // recvmmsg takes at most UIO_MAXIOV
 }
@@ -71,4 +72,5 @@ var durationRules = [...]durationRule{
 	{"quarantine.hold", 100 * time.Millisecond, 10 * time.Minute, func(c *Config) time.Duration { return c.Quarantine.Hold }},
 	{"quarantine.ban_window", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanWindow }},
 	{"quarantine.ban_for", time.Second, 7 * 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanFor }},
+	{"admin.idle_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Admin.IdleTimeout }},
 }

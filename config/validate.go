@@ -73,6 +73,7 @@ func (c Config) Validate() error {
 	v.checkCrossFields()
 	v.checkWebSocket()
 	v.checkModbus()
+	v.checkAdmin()
 	v.checkPools()
 	v.checkRoutes()
 	return v.result()

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/gateway/dashboard"
 	"github.com/edgemux/edgemux/registry"
 )
@@ -26,42 +29,73 @@ type detached struct {
 	peer netip.AddrPort
 }
 
-// admin serves /healthz, /metrics and /debug/registry with net/http over
-// connections the loops hand it; it has no listening socket of its own.
+// admin serves the admin endpoints with net/http over connections the
+// loops hand it; it has no listening socket of its own. Who may use which
+// endpoint is access.go's business, how many connections each source may
+// hold is adminConns' (access_conns.go).
 type admin struct {
-	g      *Gateway
-	srv    *http.Server
-	ln     *handoffListener
-	active atomic.Int64
+	g     *Gateway
+	srv   *http.Server
+	ln    *handoffListener
+	conns *adminConns
+	acc   atomic.Pointer[access]
+	pprof atomic.Bool
+	key   []byte // signs operator cookies; drawn once, so reloads keep them
 }
 
-func newAdmin(g *Gateway) *admin {
-	a := &admin{g: g, ln: newHandoffListener()}
+func newAdmin(g *Gateway) (*admin, error) {
+	cfg := g.cfg.Admin
+	a := &admin{g: g, ln: newHandoffListener(), key: make([]byte, 32)}
+	rand.Read(a.key) // never fails (crypto/rand, Go 1.24+)
+	acc, err := compileAccess(cfg, a.key)
+	if err != nil {
+		return nil, err
+	}
+	a.conns = newAdminConns(g, cfg.MaxConns, cfg.MaxConnsPerIP)
+	a.apply(cfg, acc)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/registry", a.registry)
 	mux.HandleFunc("GET /api/stats", a.stats)
+	mux.HandleFunc("POST /api/login", a.login)
 	mux.Handle("/", dashboard.Handler())
-	// Go's profiler, for operators chasing memory or CPU on a live box.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	// Go's profiler, for operators chasing memory or CPU on a live box;
+	// off unless admin.pprof says so (a CPU profile or a goroutine dump is
+	// a lot to hand out).
+	mux.Handle("GET /debug/pprof/", a.pprofOnly(pprof.Index))
+	mux.Handle("GET /debug/pprof/profile", a.pprofOnly(pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", a.pprofOnly(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", a.pprofOnly(pprof.Trace))
 	a.srv = &http.Server{
-		Handler:           mux,
+		Handler:           a.guard(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    16 << 10,
-		ConnState: func(c net.Conn, st http.ConnState) {
-			if st == http.StateClosed || st == http.StateHijacked {
-				a.active.Add(-1)
-			}
-		},
+		ConnState:         a.conns.state,
 	}
-	return a
+	// The websocket handler asks the same operator rules which sessions
+	// may see the gateway's own "$" topics.
+	g.ws.SetOperatorCheck(a.operatorHandshake)
+	return a, nil
+}
+
+// compile reads cfg's access rules (token files included) without
+// applying them, so a reload that fails changes nothing.
+func (a *admin) compile(cfg config.Admin) (*access, error) { return compileAccess(cfg, a.key) }
+
+// apply swaps in rules compiled from cfg, with its caps and pprof switch.
+// WebSocket sessions the old operator rules admitted lose that standing
+// when the operator rules changed.
+func (a *admin) apply(cfg config.Admin, acc *access) {
+	old := a.acc.Swap(acc)
+	a.pprof.Store(cfg.PProf)
+	a.conns.setLimits(cfg.MaxConns, cfg.MaxConnsPerIP)
+	if old != nil && !old.sameOperator(acc) {
+		a.g.ws.SetOperatorCheck(a.operatorHandshake)
+	}
 }
 
 func (a *admin) start() {
@@ -75,23 +109,111 @@ func (a *admin) start() {
 	}()
 }
 
-// serve takes a detached connection, or closes it when admin is off or
-// full.
+// serve takes a detached connection: it joins the admin server, or is
+// answered 429 or 503 (or 404 when admin is off) and closed.
 func (a *admin) serve(d *detached) {
-	if !a.g.cfg.Admin.Enabled || a.active.Load() >= int64(a.g.cfg.Admin.MaxConns) {
-		a.g.metrics.refused.WithLabelValues("admin_max_conns").Inc()
-		d.conn.Close()
+	if !a.g.cfg.Admin.Enabled {
+		a.conns.refuse(d.conn, http.StatusNotFound, "admin_disabled", "admin HTTP is off on this gateway (admin.enabled)")
 		return
 	}
-	a.active.Add(1)
+	if !a.conns.admit(d.conn, d.peer.Addr()) {
+		return // answered
+	}
 	if !a.ln.push(d.conn) {
-		a.active.Add(-1)
-		d.conn.Close()
+		a.conns.forget(d.conn)
+		a.conns.refuse(d.conn, http.StatusServiceUnavailable, "admin_busy", "the admin server is not keeping up; try again")
 	}
 }
 
-func (a *admin) shutdown(ctx context.Context) { a.srv.Shutdown(ctx) }
-func (a *admin) close()                       { a.srv.Close(); a.ln.Close() }
+func (a *admin) shutdown(ctx context.Context) { a.srv.Shutdown(ctx); a.conns.close() }
+
+func (a *admin) close() {
+	a.srv.Close()
+	a.ln.Close()
+	a.conns.close()
+	for { // connections handed over but never accepted
+		select {
+		case c := <-a.ln.ch:
+			c.Close()
+		default:
+			return
+		}
+	}
+}
+
+// guard is the outermost handler: access groups first, then the
+// endpoints.
+func (a *admin) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			// RFC 9112 section 6.1: a request with both Transfer-Encoding
+			// and Content-Length may be a smuggling attempt, and the
+			// connection must close after the response. net/http has
+			// dropped the Content-Length by now, so close after any
+			// Transfer-Encoding: no admin endpoint takes a body.
+			w.Header().Set("Connection", "close")
+		}
+		peer, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			http.Error(w, "edgemux: no peer address", http.StatusInternalServerError)
+			return
+		}
+		g, acc := groupOf(r.URL.Path), a.acc.Load()
+		switch {
+		case !acc.sourceAllowed(g, peer.Addr()):
+			a.deny(w, http.StatusForbidden, "admin_forbidden",
+				fmt.Sprintf("edgemux: %s endpoints are not open to %s (admin.%s.allow)", g, peer.Addr().Unmap(), g))
+		case g == groupOperator && dashboardPage(r):
+			next.ServeHTTP(w, r) // the page holds no data: it asks for the token when its API calls get 401
+		case !acc.credentialed(g, r.Header, time.Now()):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edgemux `+g.String()+`"`)
+			a.deny(w, http.StatusUnauthorized, "admin_unauthorized",
+				fmt.Sprintf("edgemux: %s endpoints need the bearer token (admin.%s.token_file)", g, g))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// dashboardPage: the dashboard's static page itself, not its data.
+func dashboardPage(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/" || r.URL.Path == "/index.html")
+}
+
+func (a *admin) deny(w http.ResponseWriter, status int, reason, msg string) {
+	a.g.metrics.refused.WithLabelValues(reason).Inc()
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, msg, status)
+}
+
+// login is reached only with the operator's credentials (guard checked
+// them); it gives the browser the cookie that stands for the token, so
+// the dashboard's later requests and its WebSocket carry it.
+func (a *admin) login(w http.ResponseWriter, _ *http.Request) {
+	if c := a.acc.Load().cookie(time.Now()); c != nil {
+		http.SetCookie(w, c)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// operatorHandshake is the websocket handler's operator check: the
+// handshake must pass the operator group as an admin request would.
+func (a *admin) operatorHandshake(peer netip.AddrPort, h http.Header) bool {
+	return a.acc.Load().admits(groupOperator, peer.Addr(), h, time.Now())
+}
+
+// pprofOnly serves h while admin.pprof is on, and 404 otherwise.
+func (a *admin) pprofOnly(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.pprof.Load() {
+			http.Error(w, "404 page not found (the profiler is off: admin.pprof)", http.StatusNotFound)
+			return
+		}
+		h(w, r)
+	})
+}
 
 func (a *admin) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")

@@ -136,7 +136,9 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.metrics = newMetrics(g)
-	g.admin = newAdmin(g)
+	if g.admin, err = newAdmin(g); err != nil {
+		return nil, err
+	}
 	g.fwd = newForwarder(g)
 	return g, nil
 }
@@ -159,7 +161,8 @@ func (g *Gateway) Addr() netip.AddrPort { return g.addr }
 // masters from their next request). Every other section that changed
 // needs a restart: it is named in the returned error, joined with
 // errRestartCfg, and otherwise ignored. The log section and
-// limits.memory_limit are the process's, applied by the binary.
+// limits.memory_limit are the process's, applied by the binary. Of the
+// admin section, all but enabled and idle_timeout reload (access.go).
 func (g *Gateway) Reload(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -174,7 +177,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"private", !reflect.DeepEqual(cfg.Private, g.cfg.Private)},
 		{"quarantine", !reflect.DeepEqual(cfg.Quarantine, g.cfg.Quarantine)},
 		{"bus", cfg.Bus != g.cfg.Bus},
-		{"admin", cfg.Admin != g.cfg.Admin},
+		{"admin.enabled/idle_timeout", cfg.Admin.Enabled != g.cfg.Admin.Enabled || cfg.Admin.IdleTimeout != g.cfg.Admin.IdleTimeout},
 		{"udp", cfg.UDP != g.cfg.UDP},
 	} {
 		if s.changed {
@@ -182,6 +185,10 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		}
 	}
 	rt, err := compileRuntime(cfg)
+	if err != nil {
+		return err
+	}
+	acc, err := g.admin.compile(cfg.Admin)
 	if err != nil {
 		return err
 	}
@@ -193,6 +200,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 	g.rt.Store(rt)
 	g.ws.Reload(cfg.WebSocket)
 	g.mb.Reload(cfg.Modbus)
+	g.admin.apply(cfg.Admin, acc)
 	g.log.Info("reloaded", "routes", len(rt.routes))
 	return errors.Join(ignored...)
 }

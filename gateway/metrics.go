@@ -48,7 +48,7 @@ func newMetrics(g *Gateway) *metrics {
 		return c
 	}
 	m.accepted = f("accepted_total", "TCP connections accepted and admitted.")
-	m.refused = fv("refused_total", "TCP connections refused at accept, by limit.", "reason")
+	m.refused = fv("refused_total", "TCP connections refused at accept, by limit, and admin connections and requests refused, by reason.", "reason")
 	m.classifiedN = fv("classified_total", "Connections classified, by protocol and what the routes did with them.", "protocol", "action")
 	m.classifyTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "edgemux", Name: "classify_seconds",

@@ -1,7 +1,10 @@
 // Package dashboard serves edgemux's live operator page: one HTML file with
 // inline CSS and JavaScript, embedded in the binary (no build step, no CDN).
 // The page reads GET /api/stats once, then follows the gateway over its
-// WebSocket endpoint (/ws, subprotocol edgemux.v1).
+// WebSocket endpoint (/ws, subprotocol edgemux.v1). When the gateway asks
+// operators for a token, the page shows a sign-in bar and trades the token
+// for the HttpOnly cookie of POST /api/login, which its fetches and its
+// WebSocket handshake then carry.
 //
 // The page is sent with a strict Content-Security-Policy: nothing loads
 // from anywhere, the only scripts and styles allowed are the page's own

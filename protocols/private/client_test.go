@@ -224,6 +224,8 @@ func TestClientRequestErrors(t *testing.T) {
 		{"long topic", func() error { return c.Publish("0123456789abcdefg", nil, true) }, CodeTopicTooLong},
 		{"bad filter", func() error { return c.Subscribe("a/#/b") }, CodeBadFilter},
 		{"bad unsub", func() error { return c.Unsubscribe("") }, CodeBadFilter},
+		{"pub to a gateway topic", func() error { return c.Publish("$SYS/edgemux/x", []byte("1"), true) }, CodeReservedTopic},
+		{"sub of gateway topics", func() error { return c.Subscribe("$SYS/#") }, CodeReservedTopic},
 	}
 	for _, tc := range cases {
 		if err := tc.run(); !errors.Is(err, tc.want) {

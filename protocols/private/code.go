@@ -27,6 +27,7 @@ const (
 	CodePayloadTooLarge Code = 20
 	CodeInternal        Code = 21
 	CodeBusy            Code = 22
+	CodeReservedTopic   Code = 23
 	CodeSlowConsumer    Code = 32
 	CodeGoingAway       Code = 33
 )
@@ -48,6 +49,7 @@ var codeTexts = map[Code]string{
 	CodePayloadTooLarge: "payload too large",
 	CodeInternal:        "internal error",
 	CodeBusy:            "server busy",
+	CodeReservedTopic:   "topic reserved for the gateway",
 	CodeSlowConsumer:    "slow consumer",
 	CodeGoingAway:       "gateway going away",
 }

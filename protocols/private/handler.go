@@ -213,6 +213,9 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	if len(m.Topic) > s.h.cfg.MaxTopic {
 		return s.reject(out, m.MsgID, CodeTopicTooLong, "")
 	}
+	if protocols.GatewayTopic(m.Topic) {
+		return s.reject(out, m.MsgID, CodeReservedTopic, "")
+	}
 	// The bus copies the payload; the topic string is the one allocation
 	// a publish costs here, and the bus keeps it in its cache.
 	err := s.h.bus.Publish(string(m.Topic), m.Data, Source)
@@ -234,6 +237,11 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 func (s *session) onSub(out []byte, typ Type, m Sub) ([]byte, error) {
 	if len(m.Filter) > s.h.cfg.MaxTopic {
 		return s.reject(out, m.MsgID, CodeTopicTooLong, "")
+	}
+	if typ == TypeSub && protocols.GatewayTopic(m.Filter) {
+		// The gateway's state ("$SYS/...") is for operators, and a device
+		// has no operator credentials to show.
+		return s.reject(out, m.MsgID, CodeReservedTopic, "")
 	}
 	filter := string(m.Filter)
 	var err error

@@ -3,6 +3,7 @@ package websocket
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,8 +103,49 @@ type Handler struct {
 	buf       protocols.Scratch[byte]        // message and JSON buffers, held during one call
 	msgs      protocols.Scratch[bus.Message] // drain buffers
 	requests  requestPool                    // parsed handshake requests, held during one upgrade
+	gate      atomic.Pointer[operatorGate]   // who is an operator; nil: nobody
 
 	n counters
+}
+
+// OperatorCheck tells whether a WebSocket handshake comes from an
+// operator, from the peer's address and the request's headers (of which
+// Authorization and Cookie are kept for it). Operator sessions may
+// subscribe to the gateway's own topics (protocols.GatewayTopic); other
+// sessions are answered {"op":"error","code":"forbidden"}.
+type OperatorCheck func(peer netip.AddrPort, h http.Header) bool
+
+// operatorGate is an OperatorCheck with the epoch sessions it admitted
+// remember (0 is never an epoch: it means "not an operator").
+type operatorGate struct {
+	check OperatorCheck
+	epoch uint32
+}
+
+// SetOperatorCheck makes f decide which new sessions are operators (nil:
+// none). Sessions the previous check admitted lose that standing: they
+// are closed with 1008 at their next call (a delivery or a ping), so the
+// client reconnects and meets the new rules.
+func (h *Handler) SetOperatorCheck(f OperatorCheck) {
+	for {
+		old := h.gate.Load()
+		next := &operatorGate{check: f, epoch: 1}
+		if old != nil && old.epoch+1 != 0 {
+			next.epoch = old.epoch + 1
+		}
+		if h.gate.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// operatorEpoch is the epoch of the check in force when it admits a
+// handshake, else 0.
+func (h *Handler) operatorEpoch(peer netip.AddrPort, hd http.Header) uint32 {
+	if g := h.gate.Load(); g != nil && g.check != nil && g.check(peer, hd) {
+		return g.epoch
+	}
+	return 0
 }
 
 var _ protocols.Handler = (*Handler)(nil)

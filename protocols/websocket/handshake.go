@@ -92,6 +92,7 @@ func (s *session) upgrade(req *http.Request) error {
 	// gorilla agreed to permessage-deflate, which RSV1 then may announce.
 	s.scan.Deflate = bytes.Contains(s.l.out, []byte("\r\nSec-WebSocket-Extensions: permessage-deflate"))
 	s.upgraded = true
+	s.operator = s.h.operatorEpoch(s.conn.Peer(), req.Header)
 	s.h.adopt(s.l, ws, s.scan.Deflate)
 	s.h.n.upgrades.Add(1)
 	s.conn.SetTimer(s.cfg().PingInterval)

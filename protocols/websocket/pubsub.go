@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/route/bus"
 )
 
@@ -32,6 +33,7 @@ const (
 	CodeNoData      = "no-data"       // pub without data
 	CodeBinary      = "binary"        // a binary message: JSON goes in text messages
 	CodeUnavailable = "unavailable"   // the bus refused (its subscriber limit)
+	CodeForbidden   = "forbidden"     // a "$" topic: the gateway's own (pub), operators only (sub)
 )
 
 // pongReply answers {"op":"ping"}; a variable, so replying allocates nothing.
@@ -61,6 +63,9 @@ func (s *session) request(msg []byte) error {
 func (s *session) publish(req request) error {
 	if req.Data == nil {
 		return s.replyError(CodeNoData, `pub needs "data"`)
+	}
+	if protocols.GatewayTopic(req.Topic) {
+		return s.replyError(CodeForbidden, "topics starting with $ are the gateway's own")
 	}
 	err := s.h.bus.Publish(req.Topic, busValue(req.Data), Source)
 	switch {
@@ -99,6 +104,9 @@ func busValue(data json.RawMessage) []byte {
 // subscribe adds a filter; the bus queues the retained values it matches
 // at once, unless retained is false.
 func (s *session) subscribe(filter string, retained bool) error {
+	if protocols.GatewayTopic(filter) && !s.isOperator() {
+		return s.replyError(CodeForbidden, "the gateway's own $ topics are for operators only (admin.operator)")
+	}
 	i := slices.IndexFunc(s.subs, func(x subscription) bool { return x.filter == filter })
 	if i < 0 && len(s.subs) >= s.cfg().MaxSubs {
 		return s.replyError(CodeTooManySubs, fmt.Sprintf("at most %d subscriptions", s.cfg().MaxSubs))
@@ -183,6 +191,9 @@ func (s *session) Notified() (err error) {
 	}()
 	if s.sub.Disconnected() {
 		return s.slowSubscriber()
+	}
+	if s.operatorChanged() {
+		return s.closeWith(ClosePolicy, "operator access changed", ErrOperatorChanged)
 	}
 	msgs := s.h.msgs.Get(0)
 	defer s.h.msgs.Put(msgs)

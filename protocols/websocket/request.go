@@ -22,12 +22,14 @@ import (
 // whatever it accepts, http.ReadRequest reads the same way.
 
 // keptHeaders are the request headers the upgrade reads, in canonical
-// form; all others are checked for syntax and skipped. Host goes to
+// form (Authorization and Cookie for the operator check, handler.go); all
+// others are checked for syntax and skipped. Host goes to
 // Request.Host, as net/http puts it; Content-Length is kept after a check
 // of its own, and Transfer-Encoding refused (a handshake has no body).
 var keptHeaders = [...]string{
 	"Connection", "Upgrade", "Sec-Websocket-Version", "Sec-Websocket-Key",
 	"Sec-Websocket-Protocol", "Sec-Websocket-Extensions", "Origin",
+	"Authorization", "Cookie",
 }
 
 // commonValues are header values browsers and libraries send; matching

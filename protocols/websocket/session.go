@@ -30,10 +30,11 @@ type session struct {
 	subs []subscription
 	scan Scanner
 
-	missed    uint8 // pings sent since the peer last sent a frame
-	upgraded  bool  // the handshake is done: frames follow
-	closing   bool  // an HTTP error or close frame is staged: handle nothing more
-	goingAway bool  // the close frame is Drain's: the peer's answer ends the connection
+	missed    uint8  // pings sent since the peer last sent a frame
+	upgraded  bool   // the handshake is done: frames follow
+	closing   bool   // an HTTP error or close frame is staged: handle nothing more
+	goingAway bool   // the close frame is Drain's: the peer's answer ends the connection
+	operator  uint32 // the operator check's epoch that admitted the handshake; 0 = not an operator
 }
 
 // subscription is one filter and whether it wants retained values.
@@ -95,6 +96,9 @@ func (s *session) Timer() (err error) {
 		s.h.n.handshakeTimeouts.Add(1)
 		s.httpError(http.StatusRequestTimeout, "request not complete within "+s.cfg().HandshakeTimeout.String())
 		return ErrHandshakeTimeout
+	}
+	if s.operatorChanged() {
+		return s.closeWith(ClosePolicy, "operator access changed", ErrOperatorChanged)
 	}
 	if int(s.missed) >= s.cfg().MissedPongs {
 		s.h.n.pongTimeouts.Add(1)
@@ -448,6 +452,16 @@ func (s *session) closeWith(code int, reason string, err error) error {
 	s.closing = true
 	return err
 }
+
+// isOperator reports whether the check in force admitted this session.
+func (s *session) isOperator() bool {
+	g := s.h.gate.Load()
+	return s.operator != 0 && g != nil && g.epoch == s.operator
+}
+
+// operatorChanged reports whether the session was an operator's under a
+// check that has since been replaced.
+func (s *session) operatorChanged() bool { return s.operator != 0 && !s.isOperator() }
 
 // writeControl stages a ping, pong or close through gorilla's write path.
 func (s *session) writeControl(typ int, payload []byte) error {

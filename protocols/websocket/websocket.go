@@ -55,6 +55,9 @@ var (
 	ErrInternal = errors.New("websocket: internal error")
 	// ErrPanic: the session recovered a panic of its own.
 	ErrPanic = errors.New("websocket: session panicked")
+	// ErrOperatorChanged: the operator rules that admitted the session
+	// were replaced (close 1008); the client reconnects under the new ones.
+	ErrOperatorChanged = errors.New("websocket: operator access changed")
 )
 
 // Close codes this package sends (RFC 6455 §7.4.1).
