@@ -75,6 +75,9 @@ func runLogged(t *testing.T, policy string, log *syncBuffer) (*Gateway, <-chan e
 	cfg := rbConfig(t)
 	cfg.Dispatch.Policy = policy
 	cfg.Log.Level = "info"
+	// A silent connection lands in quarantine soon and is held there.
+	cfg.Sniff.Deadline = 300 * time.Millisecond
+	cfg.Quarantine.Hold = 10 * time.Minute
 	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +129,17 @@ func handedOver(g *Gateway) int {
 	n := 0
 	for fd := range g.reg.Size() {
 		if g.reg.Slot(fd).State() == registry.Active {
+			n++
+		}
+	}
+	return n
+}
+
+// quarantined counts the connections the quarantine pool holds.
+func quarantined(g *Gateway) int {
+	n := 0
+	for fd := range g.reg.Size() {
+		if g.reg.Slot(fd).State() == registry.Quarantined {
 			n++
 		}
 	}
@@ -214,6 +228,24 @@ func TestShutdownDrainsEveryProtocol(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, "all three connections handed over", func() bool { return handedOver(g) == 3 })
+			// A silent connection held in quarantine and an admin client
+			// keeping its connection alive.
+			junk, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer junk.Close()
+			eventually(t, "the silent connection in quarantine", func() bool { return quarantined(g) == 1 })
+			admin, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			rbWrite(admin, []byte("GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"))
+			admin.SetReadDeadline(time.Now().Add(rbIOTimeout))
+			if _, err := admin.Read(make([]byte, 4096)); err != nil {
+				t.Fatal(err)
+			}
 			stop := make(chan struct{})
 			dialer := dialDuringShutdown(addr, stop)
 
@@ -242,6 +274,10 @@ func TestShutdownDrainsEveryProtocol(t *testing.T) {
 			expectEOF(t, "modbus master", master)
 			master.Close()
 
+			expectEOF(t, "quarantined connection", junk)
+			junk.Close()
+			expectEOF(t, "admin keep-alive connection", admin)
+			admin.Close()
 			if err := <-shut; err != nil {
 				t.Errorf("Shutdown: %v, want every connection drained within the grace", err)
 			}
