@@ -25,13 +25,8 @@ func (g *Gateway) startLoops() error {
 			return err
 		}
 		addr = bound
-		for wi, w := range g.workers {
-			r, err := route.NewRing(g.cfg.Dispatch.RingSize)
-			if err != nil {
-				return err
-			}
-			l.rings[wi] = r
-			w.rings[i] = r
+		if err := g.connect(l); err != nil {
+			return err
 		}
 		if inline {
 			for _, p := range g.pools {
@@ -60,6 +55,20 @@ func (g *Gateway) startLoops() error {
 			defer g.wg.Done()
 			l.run()
 		}()
+	}
+	return nil
+}
+
+// connect gives loop l one ring to every worker: an SPSC pair in which l
+// pushes and the worker pops.
+func (g *Gateway) connect(l *loop) error {
+	for wi, w := range g.workers {
+		r, err := route.NewRing(g.cfg.Dispatch.RingSize)
+		if err != nil {
+			return err
+		}
+		l.rings[wi] = r
+		w.rings[l.idx] = r
 	}
 	return nil
 }

@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"net"
+	"net/netip"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestUDPDatagramsClassified: the UDP side of the shared port takes
@@ -27,4 +32,76 @@ func TestUDPDatagramsClassified(t *testing.T) {
 			metric(m, `edgemux_datagrams_total{class="rudp"}`) == "1" &&
 			metric(m, `edgemux_datagrams_total{class="unknown"}`) == "1"
 	})
+}
+
+// TestUDPRecvBatches: one recvmmsg call of the loop's UDP socket (recv)
+// takes every datagram that waits, up to the configured batch, each whole
+// and in order. The datagrams are queued one at a time, each seen in the
+// socket's receive memory before the next is sent, so all of them wait
+// when recv is called. With a batch of 1 recv returns 1 and this fails;
+// TestUDPDatagramsClassified, which counts classes, passes either way.
+func TestUDPRecvBatches(t *testing.T) {
+	const n = 8
+	batch := testConfig(t).UDP.Batch
+	if batch < n {
+		t.Fatalf("default udp.batch %d: this test needs at least %d", batch, n)
+	}
+	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(u.fd)
+	sa, err := unix.Getsockname(u.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := make([][]byte, n)
+	for i := range sent {
+		// CoAP CON GET with message id i and i bytes of token: every
+		// datagram has its own length and content.
+		sent[i] = append([]byte{0x40 | byte(i), 0x01, 0x00, byte(i)}, bytes.Repeat([]byte{'t'}, i)...)
+		before := rcvMem(t, u.fd)
+		if _, err := c.Write(sent[i]); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "datagram queued", func() bool { return rcvMem(t, u.fd) > before })
+	}
+	got, err := u.recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Fatalf("one recv took %d of the %d waiting datagrams (batch %d)", got, n, batch)
+	}
+	for i, want := range sent {
+		if d := u.bufs[i][:u.msgs[i].Len]; !bytes.Equal(d, want) {
+			t.Errorf("datagram %d: got % x, want % x", i, d, want)
+		}
+	}
+	if more, err := u.recv(); more != 0 || err != nil {
+		t.Errorf("after the batch recv = %d, %v; want 0, nil", more, err)
+	}
+}
+
+// soMeminfo is SO_MEMINFO (asm-generic/socket.h: amd64, arm, arm64,
+// riscv64), which golang.org/x/sys/unix does not name.
+const soMeminfo = 55
+
+// rcvMem is the memory the datagrams queued on fd hold (SO_MEMINFO's
+// SK_MEMINFO_RMEM_ALLOC): it grows by each one the kernel queues.
+func rcvMem(t *testing.T, fd int) uint32 {
+	t.Helper()
+	var info [unix.SK_MEMINFO_VARS]uint32
+	size := uint32(unsafe.Sizeof(info))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soMeminfo,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		t.Fatalf("getsockopt SO_MEMINFO: %v", e)
+	}
+	return info[unix.SK_MEMINFO_RMEM_ALLOC]
 }

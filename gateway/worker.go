@@ -41,6 +41,10 @@ type worker struct {
 	rings []*route.Ring
 	park  parker
 	wake  func() bool // how others wake it: park.Unpark, or the loop's eventfd when inline; true if it slept
+	// readyFn is w.ready as a value made once: a method value made at
+	// each Park would escape through the parker interface and allocate
+	// on every idle turn.
+	readyFn func() bool
 
 	inboxMu sync.Mutex
 	inbox   []uint64 // conn ids with a pending Notify
@@ -76,6 +80,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		wheel: newWheel(idleWheelBuckets, 0),
 		done:  make(chan struct{}),
 	}
+	w.readyFn = w.ready
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
 	w.park = pk
 	w.wake = pk.Unpark
@@ -110,7 +115,7 @@ func (w *worker) run() {
 			last = now
 		}
 		if !busy {
-			w.park.Park(w.ready, workerTick)
+			w.park.Park(w.readyFn, workerTick)
 		}
 	}
 }

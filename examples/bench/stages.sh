@@ -9,7 +9,8 @@
 #   COUNT=10 BENCHTIME=2s examples/bench/stages.sh
 #
 # Environment: COUNT (5), BENCHTIME (1s; the wake benchmark always runs
-# WAKE_N handoffs, default 20000x, since each one waits to be a real sleep).
+# WAKE_N handoffs per sleeper, default 20000x, since each one waits to be
+# a real sleep).
 
 set -euo pipefail
 
@@ -21,7 +22,7 @@ OUT=$(mktemp "${TMPDIR:-/tmp}/edgemux-stages.XXXXXX")
 trap 'rm -f "$OUT"' EXIT
 
 cd "$ROOT"
-go test -run '^$' -bench 'BenchmarkStage(RegistryLookup|Sniff|Route|Enqueue)$' -benchmem \
+go test -run '^$' -bench 'BenchmarkStage(RegistryLookup|Sniff|Route|Enqueue|ReadAgain)$' -benchmem \
 	-benchtime "$BENCHTIME" -count "$COUNT" ./gateway/ >"$OUT"
 go test -run '^$' -bench 'BenchmarkStageWake$' -benchmem \
 	-benchtime "$WAKE_N" -count "$COUNT" ./gateway/ >>"$OUT"
@@ -41,20 +42,26 @@ stat() {
 		}' "$OUT"
 }
 
-FMT='%-16s %10s %10s %6s %27s   %s\n'
+FMT='%-17s %10s %10s %6s %27s   %s\n'
 row() { # STAGE BENCHMARK UNIT SEED WHAT
 	printf "$FMT" "$1" "$(stat "$2" "$3" median)" "$(stat "$2" "$3" min)" \
 		"$(stat "$2" allocs/op median | sed 's/\.0$//')" "$4" "$5"
 }
 
-echo "Per-stage cost, $(date -u +%Y-%m-%dT%H:%MZ), $COUNT runs each"
+echo "Per-stage cost, $(date -u +%Y-%m-%dT%H:%MZ), $COUNT runs each, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $CPU, $(nproc) cores, shared (figures are noisy)"
+echo "1g: one goroutine, one call; xg: across goroutines, the real worker goroutine on the other side"
 printf "$FMT" stage "median ns" "min ns" allocs "seed 002 (C, Xeon 4210) ns" "what"
-row "registry lookup" BenchmarkStageRegistryLookup ns/op 3.2 "Registry.Lookup(fd, gen)"
-row "sniff: modbus" BenchmarkStageSniff/modbus ns/op 17.5 "sniff.Detect, mbpoll read request"
-row "sniff: http" BenchmarkStageSniff/http ns/op 17.5 "sniff.Detect, HTTP GET"
-row "sniff: private" BenchmarkStageSniff/private ns/op 17.5 "sniff.Detect, HELLO (CRC-32C)"
-row "route" BenchmarkStageRoute ns/op 48.7 "Dispatcher Pick+Release, entropy, 4 workers"
-row "enqueue" BenchmarkStageEnqueue ns/op 89.3 "queued-flag CAS + Ring Push + Pop + Lookup"
-row "wake p50" BenchmarkStageWake p50-ns 210 "unpark a parked worker: enqueue to running"
-row "wake p99" BenchmarkStageWake p99-ns "-" "(seed 002 gives no p99)"
+row "registry lookup" BenchmarkStageRegistryLookup ns/op 3.2 "1g: Registry.Lookup(fd, gen)"
+row "sniff: modbus" BenchmarkStageSniff/modbus ns/op 17.5 "1g: sniff.Detect, mbpoll read request"
+row "sniff: http" BenchmarkStageSniff/http ns/op 17.5 "1g: sniff.Detect, HTTP GET"
+row "sniff: private" BenchmarkStageSniff/private ns/op 17.5 "1g: sniff.Detect, HELLO (CRC-32C)"
+row "route: conn" BenchmarkStageRoute/pick+release ns/op 48.7 "1g: pool.pick + pool.release, once per connection (entropy, 4 workers)"
+row "route: event" BenchmarkStageRoute/observe ns/op "-" "1g: pool.observe, on every event (worker.handle)"
+row "enqueue: loop" BenchmarkStageEnqueue loop-ns/event 89.3 "xg: l.deliver per event (Post, ring push, Unpark), batches of 64"
+row "enqueue: pipe" BenchmarkStageEnqueue ns/op "-" "xg: per event to the worker's take (Take, observe, read(2) to EAGAIN)"
+row "read to EAGAIN" BenchmarkStageReadAgain ns/op "-" "1g: readFD on an empty socket: the syscall each event's read ends with"
+row "wake p50" BenchmarkStageWake/chan p50-ns 210 "xg: parked worker (channel): deliver to Session.Data"
+row "wake p99" BenchmarkStageWake/chan p99-ns "-" "xg: the same, p99 (seed 002 gives none)"
+row "wake eventfd p50" BenchmarkStageWake/eventfd p50-ns "-" "xg: the same with an eventfd sleeper"
+row "wake eventfd p99" BenchmarkStageWake/eventfd p99-ns "-" "xg: the same, p99"
