@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // intRule is the allowed range of one integer field. The bounds are what
 // the gateway can honour on a small Linux box, wide enough for any sane
@@ -18,6 +21,10 @@ const (
 
 	// minMemoryLimit is the smallest limits.memory_limit other than 0.
 	minMemoryLimit = 32 * mib
+	// maxMemoryLimit is the largest limits.memory_limit: 1 TiB, or as much
+	// as an int holds on a 32-bit box (2 GiB - 1, more than its address
+	// space leaves the Go heap anyway).
+	maxMemoryLimit = min(1<<40, math.MaxInt)
 )
 
 var intRules = [...]intRule{
@@ -28,7 +35,7 @@ var intRules = [...]intRule{
 	{"limits.max_sniffing_per_ip", 1, 1000000, func(c *Config) int { return c.Limits.MaxSniffingPerIP }},
 	{"limits.max_input", 64, 64 * mib, func(c *Config) int { return c.Limits.MaxInput }},
 	{"limits.output_high_water", kib, 64 * mib, func(c *Config) int { return c.Limits.OutputHighWater }},
-	{"limits.memory_limit", 0, 1 << 40, func(c *Config) int { return c.Limits.MemoryLimit }}, // 0, or at least minMemoryLimit (checkCrossFields)
+	{"limits.memory_limit", 0, maxMemoryLimit, func(c *Config) int { return c.Limits.MemoryLimit }}, // 0, or at least minMemoryLimit (checkCrossFields)
 	{"sniff.budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.Budget }},
 	{"sniff.tls_budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.TLSBudget }},
 	{"dispatch.window", 16, mib, func(c *Config) int { return c.Dispatch.Window }},

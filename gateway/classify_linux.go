@@ -44,7 +44,7 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 		case sniff.TLS:
 			sni, wait = l.serverName(rt, prefix)
 		case sniff.HTTP:
-			p, wait = l.upgrade(rt, fd, gen, s, prefix)
+			p, wait = l.upgrade(rt, fd, gen, s, prefix, expired)
 		}
 		if p == sniff.Unknown { // answered and closed
 			return
@@ -85,7 +85,15 @@ func (l *loop) serverName(rt *runtimeConfig, prefix []byte) (string, bool) {
 // GET waits for its whole header block (up to websocket.max_header_bytes),
 // which is answered with 431 when it is larger. It returns the protocol,
 // whether to wait for more bytes, or Unknown when it closed the connection.
-func (l *loop) upgrade(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, prefix []byte) (sniff.Proto, bool) {
+//
+// A GET whose header block is still incomplete when the sniff deadline
+// passes (expired) is routed as WebSocket: the WebSocket handler waits for
+// the rest within websocket.handshake_timeout and answers 101, its own
+// 400/404 for a request that turns out not to be an upgrade, or 408. Such a
+// request never reaches the admin handler: what the gateway would answer a
+// slow sender must not depend on how slowly it sends (and a trickled request
+// to the admin endpoints is what a slowloris client looks like).
+func (l *loop) upgrade(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, prefix []byte, expired bool) (sniff.Proto, bool) {
 	if !rt.splitWS || !bytes.HasPrefix(prefix, []byte("GET ")) {
 		return sniff.HTTP, false
 	}
@@ -95,6 +103,8 @@ func (l *loop) upgrade(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, 
 		return sniff.WebSocket, false
 	case !need:
 		return sniff.HTTP, false
+	case len(prefix) < rt.httpBudget && expired:
+		return sniff.WebSocket, false
 	case len(prefix) < rt.httpBudget:
 		return sniff.HTTP, true
 	}

@@ -278,8 +278,10 @@ func rbReuseCloseMidHello(addr string, src netip.Addr, seq uint32) error {
 	if err != nil {
 		return err
 	}
+	// One byte: the sniffer needs the second magic byte to hand it to the
+	// private handler, so the connection is still sniffing at the deadline.
 	hello := rbHelloFrame(fmt.Sprint("half-", seq))
-	err = rbWrite(c, hello[:7])
+	err = rbWrite(c, hello[:1])
 	c.Close()
 	return err
 }

@@ -596,35 +596,6 @@ func TestOversizeInput(t *testing.T) {
 	})
 }
 
-// TestSniffBudgetOverflowIsQuarantined: a flow the sniffer cannot decide
-// within its byte budget is quarantined as oversize and closed.
-//
-// With the default budget of 512 no byte pattern gets there: the only
-// detector that needs more than a few bytes is the private one, and it
-// waits for whole frames of at most 512 bytes (sniff.PrivateVerifyMax)
-// and matches larger ones on their header. So the budget is lowered here:
-// a HELLO header announcing a 100-byte payload needs 112 bytes to check
-// its CRC, which is over a 64-byte budget.
-func TestSniffBudgetOverflowIsQuarantined(t *testing.T) {
-	cfg := rbConfig(t)
-	cfg.Sniff.Budget = 64
-	g := startGateway(t, cfg, Options{})
-	c := dial(t, g)
-	if err := rbWrite(c, append(rbRawHeader(private.TypeHello, 100), make([]byte, 100)...)); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(rbIOTimeout))
-	if n, err := io.Copy(io.Discard, c); err != nil && !rbIsReset(err) {
-		t.Fatalf("after %d bytes: %v, want the connection closed", n, err)
-	}
-	eventually(t, "the oversize record", func() bool {
-		return g.Book().Stats().Reasons[protocols.ReasonOversize] == 1
-	})
-	if st := g.Book().Stats(); st.Landings != 1 {
-		t.Errorf("quarantine book: %v, want the one oversize", st.Reasons)
-	}
-}
-
 // TestReloadNewRouteKeepsLiveConnections: Reload sends HTTP to a backend
 // from then on, while a private connection opened before keeps working
 // through it.

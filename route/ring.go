@@ -32,25 +32,27 @@ var ErrRingCapacity = errors.New("route: ring capacity must be a power of two in
 // the steady state neither side reads the other's cache line on every
 // operation.
 //
-// The struct is exactly three cache lines (192 bytes, a Go size class that
-// is a multiple of 64), so the allocator places it on a 64-byte boundary
-// and the three groups below never share a line. Use NewRing; the zero
-// value is not usable.
+// The three groups of fields below are kept a whole cache line apart, so
+// no line ever holds two of them wherever the allocator places the ring:
+// on 64-bit targets it lands on a 64-byte boundary, but on 32-bit ones an
+// object with pointers this large gets an 8-byte allocation header and
+// starts at any multiple of 8 (a layout that relied on alignment put head
+// and tail on one line there). Use NewRing; the zero value is not usable.
 type Ring struct {
-	// Line 0: read-only after NewRing.
+	// Read-only after NewRing.
 	buf  []uint64
 	mask uint64
-	_    [cacheLine - 32]byte
+	_    [cacheLine]byte
 
-	// Line 1: the consumer's.
+	// The consumer's.
 	head       atomic.Uint64 // next index to pop; written by the consumer only
 	cachedTail uint64        // consumer's last view of tail
-	_          [cacheLine - 16]byte
+	_          [cacheLine]byte
 
-	// Line 2: the producer's.
+	// The producer's.
 	tail       atomic.Uint64 // next index to push; written by the producer only
 	cachedHead uint64        // producer's last view of head
-	_          [cacheLine - 16]byte
+	_          [cacheLine]byte
 }
 
 // NewRing returns an empty ring holding up to capacity events. capacity

@@ -31,25 +31,40 @@ func TestNewRingCapacity(t *testing.T) {
 	}
 }
 
-// The producer's and consumer's fields must sit on their own cache lines.
+// The read-only, consumer and producer fields never share a cache line,
+// wherever the ring starts: every 8-byte offset from a line boundary is
+// checked (32-bit targets place it at any of them), then real allocations.
 func TestRingLayout(t *testing.T) {
 	var r Ring
-	if got := unsafe.Sizeof(r); got != 3*cacheLine {
-		t.Errorf("sizeof Ring = %d, want %d", got, 3*cacheLine)
-	}
-	if got := unsafe.Offsetof(r.head); got != cacheLine {
-		t.Errorf("offset of head = %d, want %d", got, cacheLine)
-	}
-	if got := unsafe.Offsetof(r.tail); got != 2*cacheLine {
-		t.Errorf("offset of tail = %d, want %d", got, 2*cacheLine)
+	for base := uintptr(0); base < cacheLine; base += 8 {
+		checkRingLines(t, base, base+unsafe.Offsetof(r.buf), base+unsafe.Offsetof(r.head), base+unsafe.Offsetof(r.tail))
 	}
 	for range 16 {
 		r, err := NewRing(8)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if addr := uintptr(unsafe.Pointer(r)); addr%cacheLine != 0 {
-			t.Errorf("ring at %#x is not %d-byte aligned", addr, cacheLine)
+		checkRingLines(t, uintptr(unsafe.Pointer(r)), uintptr(unsafe.Pointer(&r.buf)),
+			uintptr(unsafe.Pointer(&r.head)), uintptr(unsafe.Pointer(&r.tail)))
+	}
+}
+
+// checkRingLines checks a ring whose groups start at the given addresses:
+// the last byte of one group and the first of the next are on different
+// lines, and nothing after the producer's group shares its line.
+func checkRingLines(t *testing.T, base, readOnly, consumer, producer uintptr) {
+	t.Helper()
+	var r Ring
+	line := func(addr uintptr) uintptr { return addr / cacheLine }
+	groupEnd := [...]uintptr{
+		readOnly + unsafe.Offsetof(r.mask) - unsafe.Offsetof(r.buf) + 8,
+		consumer + unsafe.Offsetof(r.cachedTail) - unsafe.Offsetof(r.head) + 8,
+		producer + unsafe.Offsetof(r.cachedHead) - unsafe.Offsetof(r.tail) + 8,
+	}
+	next := [...]uintptr{consumer, producer, base + unsafe.Sizeof(r)}
+	for i := range groupEnd {
+		if line(groupEnd[i]-1) == line(next[i]) {
+			t.Errorf("ring at %#x: group %d ends on the line where the next starts (%#x, %#x)", base, i, groupEnd[i]-1, next[i])
 		}
 	}
 }

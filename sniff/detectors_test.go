@@ -42,8 +42,15 @@ var modbusCases = []detectorCase{
 	{"length 2 ok so far", hx("00 01 00 00 00 02"), NeedMore, 8},
 	{"exception response", hx("00 01 00 00 00 03 01 83 02"), No, 0},
 	{"function code 0", hx("00 01 00 00 00 02 01 00"), No, 0},
-	{"function code 9", hx("00 01 00 00 00 02 01 09"), No, 0},
-	{"function code 44", hx("00 01 00 00 00 02 01 2c"), No, 0},
+	{"function code 0x80", hx("00 01 00 00 00 02 01 80"), No, 0},
+	{"function code 0xff", hx("00 01 00 00 00 02 01 ff"), No, 0},
+	// Function codes the server does not serve are still Modbus: the
+	// handler answers them with exception 01.
+	{"function code 0x41", hx("00 07 00 00 00 03 01 41 00"), Match, 0},
+	{"function code 9", hx("00 01 00 00 00 02 01 09"), Match, 0},
+	{"function code 44", hx("00 01 00 00 00 02 01 2c"), Match, 0},
+	{"function code 127", hx("00 01 00 00 00 02 01 7f"), Match, 0},
+	{"transaction id e34d", hx("e3 4d 00 00 00 06 01 03 00 00 00 01"), Match, 0},
 }
 
 func TestDetectModbus(t *testing.T) {
@@ -51,7 +58,7 @@ func TestDetectModbus(t *testing.T) {
 	for fc := range 256 {
 		frame := append(hx("00 01 00 00 00 02 01"), byte(fc))
 		v, _ := DetectModbus(frame)
-		if (v == Match) != modbusRequestCode(byte(fc)) {
+		if want := fc >= 1 && fc <= 127; (v == Match) != want {
 			t.Errorf("function code %d: %v", fc, v)
 		}
 	}
@@ -113,38 +120,23 @@ func corrupt(b []byte, at int) []byte {
 }
 
 var privateCases = []detectorCase{
-	{"hello", privateHello, Match, 0},
-	{"hello empty payload", privateFrame(PrivateHello, nil), Match, 0},
-	{"hello with trailing data", append(bytes.Clone(privateHello), 1, 2, 3), Match, 0},
-	{"hello exactly verify max", privateFrame(PrivateHello, make([]byte, PrivateVerifyMax-PrivateHeaderLen)), Match, 0},
-	{"hello verify max header", privateFrame(PrivateHello, make([]byte, PrivateVerifyMax-PrivateHeaderLen))[:PrivateHeaderLen], NeedMore, PrivateVerifyMax},
-	{"large header alone", privateHeaderOnly(PrivateVerifyMax - PrivateHeaderLen + 1), Match, 0},
-	{"largest header", privateHeaderOnly(PrivateMaxFrame), Match, 0},
-	{"empty", nil, NeedMore, PrivateHeaderLen},
-	{"magic", []byte{Magic0, Magic1}, NeedMore, PrivateHeaderLen},
-	{"length known", privateHello[:8], NeedMore, len(privateHello)},
-	{"all but last byte", privateHello[:len(privateHello)-1], NeedMore, len(privateHello)},
-	{"large header partial", privateHeaderOnly(4096)[:10], NeedMore, PrivateHeaderLen},
-	{"bad magic 0", []byte{0xE2}, No, 0},
-	{"bad magic 1", []byte{Magic0, 0x4E}, No, 0},
-	{"rudp magic", []byte{0xE3, 0x55}, No, 0},
-	{"version 2", []byte{Magic0, Magic1, 2}, No, 0},
-	{"pub first", privateFrame(2, []byte("x")), No, 0},
-	{"ping first", []byte{Magic0, Magic1, PrivateVersion, 5}, No, 0},
-	{"bad crc", corrupt(privateHello, 9), No, 0},
-	{"bad payload", corrupt(privateHello, PrivateHeaderLen+1), No, 0},
-	{"too large", privateHeaderOnly(PrivateMaxFrame + 1)[:8], No, 0},
+	{"hello", privateHelloFrame, Match, 0},
+	{"pub first", privatePubFirst, Match, 0},
+	{"sub first", privateSubFirst, Match, 0},
+	{"ping first", privatePingFirst, Match, 0},
+	{"bad crc", privateBadCRC, Match, 0},
+	{"version 2", privateVersion2, Match, 0},
+	{"version 0", hx("e3 4d 00"), Match, 0},
+	{"16 MiB hello header", privateHugeHello, Match, 0},
+	{"magic only", []byte{Magic0, Magic1}, Match, 0},
+	{"empty", nil, NeedMore, 2},
+	{"first magic byte", []byte{Magic0}, NeedMore, 2},
+	{"bad magic0", []byte{0xE2}, No, 0},
+	{"bad magic1", []byte{Magic0, 'G'}, No, 0},
+	{"http", curlGet, No, 0},
 }
 
 func TestDetectPrivate(t *testing.T) { runDetectorCases(t, DetectPrivate, privateCases) }
-
-func TestPrivateChecksumVector(t *testing.T) {
-	// CRC-32C check value (RFC 3720 B.4 / the Castagnoli catalogue):
-	// "123456789" -> 0xE3069283, split here as header and payload.
-	if got := PrivateChecksum([]byte("12345678"), []byte("9")); got != 0xE3069283 {
-		t.Errorf("PrivateChecksum = %#x, want 0xe3069283", got)
-	}
-}
 
 var tlsDetectCases = []detectorCase{
 	{"tls 1.0 record", hx("16 03 01 00 f1 01"), Match, 0},
@@ -172,7 +164,7 @@ func TestDetectTLS(t *testing.T) {
 
 func TestDetectorsAllocs(t *testing.T) {
 	for _, d := range detectors {
-		for _, in := range [][]byte{nil, mbpollRead, curlGet, libcoapCSM, privateHello, hx("16 03 01 00 f1 01")} {
+		for _, in := range [][]byte{nil, mbpollRead, curlGet, libcoapCSM, privateHelloFrame, hx("16 03 01 00 f1 01")} {
 			if n := testing.AllocsPerRun(50, func() { d.detect(in) }); n != 0 {
 				t.Errorf("%v detector allocates %v times on % x", d.proto, n, in)
 			}

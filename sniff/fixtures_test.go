@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/crc32"
 	"io"
 	"net"
 	"strings"
@@ -52,24 +53,50 @@ var (
 	extLenCSM = hx("d2 00 e1 ab cd 22 04 80 20 d7 1b 65 64 67 65 6d 75 78")
 )
 
-// privateFrame builds a private-protocol frame with a correct CRC32C.
-func privateFrame(typ byte, payload []byte) []byte {
-	frame := make([]byte, PrivateHeaderLen, PrivateHeaderLen+len(payload))
-	frame[0], frame[1], frame[2], frame[3] = Magic0, Magic1, PrivateVersion, typ
+// The private protocol's header (protocols/private/SPEC.md section 1),
+// for building fixtures; the detector itself only reads the magic.
+const (
+	privateVersion   = 1
+	privateHeaderLen = 12
+	privateHello     = 1 // frame types: HELLO, PUB, SUB, PING
+	privatePub       = 2
+	privateSub       = 3
+	privatePing      = 5
+)
+
+// castagnoli is the CRC32C table of the private protocol's frames.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// privateFrame builds a private-protocol frame of version v with a correct
+// CRC32C (over the first 8 header bytes, then the payload).
+func privateFrame(v, typ byte, payload []byte) []byte {
+	frame := make([]byte, privateHeaderLen, privateHeaderLen+len(payload))
+	frame[0], frame[1], frame[2], frame[3] = Magic0, Magic1, v, typ
 	binary.BigEndian.PutUint32(frame[4:8], uint32(len(payload)))
-	binary.BigEndian.PutUint32(frame[8:12], PrivateChecksum(frame, payload))
+	sum := crc32.Update(crc32.Update(0, castagnoli, frame[:8]), castagnoli, payload)
+	binary.BigEndian.PutUint32(frame[8:12], sum)
 	return append(frame, payload...)
 }
 
-// privateHello is a small HELLO, verified in full by the detector.
-var privateHello = privateFrame(PrivateHello, []byte(`{"client":"plc-7","version":1}`))
-
-// privateHeaderOnly is the 12-byte header of a HELLO too large to verify.
-func privateHeaderOnly(size uint32) []byte {
-	h := []byte{Magic0, Magic1, PrivateVersion, PrivateHello, 0, 0, 0, 0, 0, 0, 0, 0}
-	binary.BigEndian.PutUint32(h[4:8], size)
-	return h
-}
+// Private first frames: a good HELLO, and the bad first frames the handler
+// (not the sniffer) must answer with an ERROR.
+var (
+	// HELLO from device dev1, keepalive 30 s (SPEC section 7).
+	privateHelloFrame = hx("e3 4d 01 01 00 00 00 09 75 8d 2b 1d 00 04 64 65 76 31 00 1e 00")
+	// PUB msg id 7 to a/b, data "hi" (SPEC section 7): ERROR 6.
+	privatePubFirst = hx("e3 4d 01 02 00 00 00 15 6c 7d fd 6f 00 00 00 07 00 00 03 61 2f 62 " +
+		"00 00 00 00 00 00 00 00 00 68 69")
+	// SUB msg id 1 to a/# (SPEC section 7): ERROR 6.
+	privateSubFirst = hx("e3 4d 01 03 00 00 00 09 76 6c 7f 63 00 00 00 01 00 03 61 2f 23")
+	// PING with a 2-byte token: ERROR 6.
+	privatePingFirst = privateFrame(privateVersion, privatePing, []byte{1, 2})
+	// the HELLO with one payload bit flipped: ERROR 2 (BAD_CRC).
+	privateBadCRC = corrupt(privateHelloFrame, privateHeaderLen+3)
+	// the HELLO as version 2: ERROR 3 (BAD_VERSION).
+	privateVersion2 = privateFrame(2, privateHello, privateHelloFrame[privateHeaderLen:])
+	// the header of a HELLO declaring 16 MiB: ERROR 4 (FRAME_TOO_LARGE).
+	privateHugeHello = hx("e3 4d 01 01 01 00 00 00 00 00 00 00")
+)
 
 // captureClientHello runs crypto/tls's client against a net.Pipe and
 // returns the first TLS record it writes: a real Go ClientHello.

@@ -21,6 +21,7 @@ func FuzzDetect(f *testing.F) {
 			data = data[:fuzzMax]
 		}
 		checkResult(t, data, Detect(data))
+		checkFirstContact(t, data, Detect(data))
 		for _, d := range detectors {
 			checkDetectorMonotone(t, d, data)
 		}
@@ -40,12 +41,31 @@ func checkResult(t *testing.T, data []byte, r Result) {
 		if r.Proto != Unknown || r.Need <= len(data) {
 			t.Fatalf("Detect(% x) = %+v: need must exceed the %d bytes given", data, r, len(data))
 		}
+		if r.Need > maxNeed {
+			t.Fatalf("Detect(% x) = %+v: needs more than maxNeed (%d)", data, r, maxNeed)
+		}
 	case No:
 		if r != (Result{Verdict: No}) {
 			t.Fatalf("Detect(% x) = %+v", data, r)
 		}
 	default:
 		t.Fatalf("Detect(% x) = %+v: bad verdict", data, r)
+	}
+}
+
+// checkFirstContact checks that first frames reach the handler that owes
+// them an answer: any well-formed MBAP header with a function code of
+// 1..127 is Modbus, and anything else that starts with the private magic
+// is private.
+func checkFirstContact(t *testing.T, data []byte, r Result) {
+	t.Helper()
+	mbap := len(data) >= 8 && data[2] == 0 && data[3] == 0 && data[4] == 0 &&
+		data[5] >= 2 && data[5] <= 254 && data[7] >= 1 && data[7] <= 127
+	switch {
+	case mbap && r != (Result{Proto: Modbus, Verdict: Match}):
+		t.Fatalf("Detect(% x) = %+v: a well-formed MBAP header is Modbus", data, r)
+	case !mbap && len(data) >= 8 && data[0] == Magic0 && data[1] == Magic1 && r != (Result{Proto: Private, Verdict: Match}):
+		t.Fatalf("Detect(% x) = %+v: the private magic is private", data, r)
 	}
 }
 

@@ -9,9 +9,12 @@ const (
 	modbusMaxLength = 254 // unit id and the largest PDU (253)
 )
 
-// DetectModbus recognises a Modbus TCP request: protocol id 0, a length of
-// 2..254 and a function code a master sends (see modbusRequestCode). It says
-// No as soon as the bytes it has rule Modbus out, and needs 8 bytes to Match.
+// DetectModbus recognises a well-formed Modbus TCP request header: protocol
+// id 0, a length of 2..254, any unit id and a function code of 1..127. It
+// does not judge the function code further: a master that sends one the
+// server does not serve (0x41, or 0x09) is owed exception 01 (illegal
+// function) from the Modbus handler, not a silent close. It says No as soon
+// as the bytes it has rule Modbus out, and needs 8 bytes to Match.
 func DetectModbus(p []byte) (Verdict, int) {
 	// Bytes 2 and 3, the protocol id, must be zero; byte 4, the length's
 	// high byte, must be zero since the length is at most 254.
@@ -32,12 +35,9 @@ func DetectModbus(p []byte) (Verdict, int) {
 	return Match, 0
 }
 
-// modbusRequestCode reports whether fc is a public function code a master
-// sends. Exception responses (0x80|fc) are not: a flow never starts with one.
+// modbusRequestCode reports whether fc can start a request: 1..127. Zero is
+// no function, and 0x80|fc is an exception response, which a flow never
+// starts with.
 func modbusRequestCode(fc byte) bool {
-	switch fc {
-	case 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 15, 16, 17, 20, 21, 22, 23, 24, 43:
-		return true
-	}
-	return false
+	return fc >= 1 && fc <= 127
 }

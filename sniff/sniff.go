@@ -13,14 +13,24 @@
 // The order is most specific first, so that a loose test never claims what a
 // stricter one would have recognised:
 //
-//  1. Private: two magic bytes, version, HELLO type and a CRC32C.
-//  2. Modbus TCP: protocol id 0, a bounded length and a known function code
-//     over 8 bytes; its first two bytes (the transaction id) are arbitrary.
+//  1. Modbus TCP: protocol id 0, a bounded length and a function code of
+//     1..127 over 8 bytes; its first two bytes (the transaction id) are
+//     arbitrary.
+//  2. Private: the two magic bytes E3 4D. Everything after them is the
+//     handler's to judge, so that a first frame which is not a valid HELLO
+//     gets the protocol's own ERROR (protocols/private/SPEC.md, sections 1
+//     and 5) instead of a silent close. Modbus goes first because its
+//     transaction id may be anything, E3 4D included; a private frame has
+//     version 1 where Modbus needs a zero, so the two part at byte 2.
 //  3. CoAP over TCP: one nibble-coded length and a CSM code byte (7.01), so
 //     as little as two bytes.
 //  4. TLS: record type, version and handshake type over 6 bytes.
 //  5. HTTP/1.x: a method token and a space, which is plain ASCII that the
 //     binary detectors above all refuse early.
+//
+// No detector needs more than 8 bytes (maxNeed), so Detect always decides
+// within the smallest byte budget the config allows (16); the budget bounds
+// the longer waits of the gateway: an HTTP header block, a TLS ClientHello.
 //
 // A detector only wins when no earlier detector still needs more bytes. The
 // one real overlap is Modbus against CoAP: a CSM with no options or token is
@@ -121,6 +131,10 @@ type Result struct {
 	Need int
 }
 
+// maxNeed is the most bytes any detector needs to decide (Modbus and the
+// longest HTTP methods).
+const maxNeed = 8
+
 // detector is one row of Detect's table.
 type detector struct {
 	proto  Proto
@@ -129,8 +143,8 @@ type detector struct {
 
 // detectors is Detect's table, most specific first (see the package doc).
 var detectors = [...]detector{
-	{Private, DetectPrivate},
 	{Modbus, DetectModbus},
+	{Private, DetectPrivate},
 	{CoAP, DetectCoAPTCP},
 	{TLS, DetectTLS},
 	{HTTP, DetectHTTP},

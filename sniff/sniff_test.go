@@ -83,10 +83,19 @@ var detectCases = []struct {
 	{"bare csm then request", append(hx("00 e1"), hx("41 01 7a b4 74 65 73 74")...), Result{Proto: CoAP, Verdict: Match}},
 	{"bare csm then ping", hx("00 e1 00 e2"), Result{Proto: CoAP, Verdict: Match}},
 	{"coap get first is no", hx("40 01 b4 74 65 73 74"), Result{Verdict: No}},
-	{"private hello", privateHello, Result{Proto: Private, Verdict: Match}},
-	{"private hello header", privateHello[:PrivateHeaderLen], Result{Verdict: NeedMore, Need: len(privateHello)}},
-	{"private large hello", privateHeaderOnly(4096), Result{Proto: Private, Verdict: Match}},
-	{"private magic", []byte{Magic0, Magic1}, Result{Verdict: NeedMore, Need: 4}},
+	{"private hello", privateHelloFrame, Result{Proto: Private, Verdict: Match}},
+	{"private pub first", privatePubFirst, Result{Proto: Private, Verdict: Match}},
+	{"private sub first", privateSubFirst, Result{Proto: Private, Verdict: Match}},
+	{"private ping first", privatePingFirst, Result{Proto: Private, Verdict: Match}},
+	{"private bad crc", privateBadCRC, Result{Proto: Private, Verdict: Match}},
+	{"private version 2", privateVersion2, Result{Proto: Private, Verdict: Match}},
+	{"private 16 MiB hello", privateHugeHello, Result{Proto: Private, Verdict: Match}},
+	{"private version 0 not modbus", hx("e3 4d 00 00 00 01"), Result{Proto: Private, Verdict: Match}},
+	{"private magic waits for modbus", []byte{Magic0, Magic1}, Result{Verdict: NeedMore, Need: 4}}, // CoAP could still match at 4
+	{"private version byte decides", []byte{Magic0, Magic1, privateVersion}, Result{Proto: Private, Verdict: Match}},
+	{"modbus tid e34d beats private", hx("e3 4d 00 00 00 06 01 03 00 00 00 01"), Result{Proto: Modbus, Verdict: Match}},
+	{"modbus unserved fc 0x41", hx("00 07 00 00 00 03 01 41 00"), Result{Proto: Modbus, Verdict: Match}},
+	{"modbus unserved fc 9", hx("00 08 00 00 00 02 01 09"), Result{Proto: Modbus, Verdict: Match}},
 	{"tls first bytes", hx("16 03 01 02 00 01"), Result{Proto: TLS, Verdict: Match}},
 	{"tls application data", hx("17 03 03 00 20 00"), Result{Verdict: No}},
 	{"ssh banner", []byte("SSH-2.0-OpenSSH_9.6\r\n"), Result{Verdict: No}},
@@ -123,7 +132,8 @@ func validMessages(tb testing.TB) []struct {
 		{Modbus, mbpollRead}, {Modbus, modbusWriteCoil}, {Modbus, modbusDeviceID}, {Modbus, modbusTIDLikeCSM},
 		{HTTP, curlGet}, {HTTP, browserUpgrade}, {HTTP, firefoxUpgrade},
 		{CoAP, libcoapCSM}, {CoAP, tokenCSM}, {CoAP, extLenCSM},
-		{Private, privateHello}, {Private, privateHeaderOnly(PrivateVerifyMax)},
+		{Private, privateHelloFrame}, {Private, privatePubFirst}, {Private, privateSubFirst},
+		{Private, privatePingFirst}, {Private, privateBadCRC}, {Private, privateVersion2}, {Private, privateHugeHello},
 		{TLS, captureClientHello(tb, "example.com")},
 	}
 }
@@ -180,7 +190,7 @@ func detectorFor(p Proto) func([]byte) (Verdict, int) {
 
 func TestDetectAllocs(t *testing.T) {
 	inputs := [][]byte{
-		nil, mbpollRead, curlGet, libcoapCSM, privateHello, privateHeaderOnly(4096),
+		nil, mbpollRead, curlGet, libcoapCSM, privateHelloFrame, privateHugeHello,
 		captureClientHello(t, "example.com"), []byte("SSH-2.0-x\r\n"), bareCSM,
 	}
 	for _, in := range inputs {
@@ -196,7 +206,7 @@ func BenchmarkDetect(b *testing.B) {
 		in   []byte
 	}{
 		{"modbus", mbpollRead}, {"http", curlGet}, {"coap", libcoapCSM},
-		{"private", privateHello}, {"private-large", privateHeaderOnly(4096)},
+		{"private", privateHelloFrame}, {"private-large", privateHugeHello},
 		{"tls", captureClientHello(b, "example.com")},
 		{"unknown", []byte("SSH-2.0-OpenSSH_9.6\r\n")}, {"needmore", bareCSM},
 	}

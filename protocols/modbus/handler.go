@@ -116,17 +116,20 @@ func (s *session) Data(in []byte) (int, error) {
 
 // answerAll answers every whole request in the input, in order, with one
 // write. A broken MBAP header closes the connection: Modbus TCP has no way
-// to find the next request after it.
+// to find the next request after it. The requests before it in the same
+// read are still answered first: the master is owed those responses.
 func (s *session) answerAll(in []byte) (int, error) {
 	h := s.h
 	p := h.out.Get(0)
 	defer h.out.Put(p)
 	out, n := (*p)[:0], 0
+	var broken error
 	for n < len(in) {
 		adu, k, err := ParseADU(in[n:])
 		if err != nil {
 			h.n.malformed.Add(1)
-			return n, fmt.Errorf("%w: %w", err, protocols.ErrMalformed)
+			broken = fmt.Errorf("%w: %w", err, protocols.ErrMalformed)
+			break
 		}
 		if k == 0 {
 			break
@@ -136,7 +139,7 @@ func (s *session) answerAll(in []byte) (int, error) {
 	}
 	*p = out
 	if len(out) == 0 {
-		return n, nil
+		return n, broken
 	}
 	if err := s.conn.Write(out); err != nil {
 		if errors.Is(err, protocols.ErrBackpressure) {
@@ -144,7 +147,7 @@ func (s *session) answerAll(in []byte) (int, error) {
 		}
 		return n, err
 	}
-	return n, nil
+	return n, broken
 }
 
 // Closed has nothing to release.

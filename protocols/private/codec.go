@@ -11,9 +11,9 @@ import (
 	"hash/crc32"
 )
 
-// Header constants. They must agree with sniff's Magic0, Magic1,
-// PrivateVersion and PrivateHeaderLen: the sniffer recognises this header,
-// and this package does not import sniff (it sits below protocols).
+// Header constants. Magic0 and Magic1 must agree with sniff's: the
+// sniffer recognises the protocol by them, and this package does not
+// import sniff (it sits below protocols).
 const (
 	Magic0    = 0xE3 // first header byte
 	Magic1    = 0x4D // second header byte ('M')

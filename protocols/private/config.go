@@ -15,8 +15,8 @@ const (
 	DefaultHelloWithin = 10 * time.Second
 )
 
-// Hard caps: a configured value above them is clamped. MaxFrameCap agrees
-// with sniff.PrivateMaxFrame, the largest frame the sniffer lets through.
+// Hard caps: a configured value above them is clamped. MaxFrameCap is
+// also the config's upper bound for private.max_frame.
 const (
 	MaxFrameCap = 16 << 20
 	MaxTopicCap = maxU16 // the u16 length prefix

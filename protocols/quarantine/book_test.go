@@ -98,7 +98,7 @@ func TestNormalize(t *testing.T) {
 			BanWindow: time.Second, BanFor: time.Hour, MaxTracked: 7,
 		}},
 		{"huge values clamped", config.Quarantine{
-			SampleBytes: 1 << 30, LogRate: 1 << 30, MaxTracked: 1 << 30, BanAfter: 1 << 40,
+			SampleBytes: 1 << 30, LogRate: 1 << 30, MaxTracked: 1 << 30, BanAfter: math.MaxInt,
 			Hold: math.MaxInt64, BanWindow: math.MaxInt64, BanFor: math.MaxInt64,
 		}, config.Quarantine{
 			SampleBytes: MaxSampleBytes, Hold: MaxDuration, LogRate: MaxLogRate, BanAfter: MaxBanAfter,

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Errors returned by the bus, wrapped with details.
@@ -144,7 +145,7 @@ const shardCount = 64
 type shard struct {
 	mu sync.RWMutex
 	m  map[string]Message
-	_  [64 - 32]byte
+	_  [64 - unsafe.Sizeof(sync.RWMutex{}) - unsafe.Sizeof(map[string]Message(nil))]byte // 32 on 64-bit, 36 on 32-bit targets
 }
 
 // Bus is the topic bus. Its methods are safe for concurrent use.
