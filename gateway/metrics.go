@@ -194,7 +194,7 @@ func collectBus(ch chan<- prometheus.Metric, g *Gateway) {
 		n    uint64
 	}{
 		{"published", st.Published}, {"rejected", st.Rejected}, {"delivered", st.Delivered},
-		{"dropped", st.Dropped}, {"disconnected", st.Disconnected}, {"unretained", st.Unretained},
+		{"dropped", st.Dropped}, {"disconnected", st.Disconnected}, {"cache_full", st.CacheFull}, {"over_quota", st.OverQuota},
 	} {
 		ch <- prometheus.MustNewConstMetric(descBus, prometheus.CounterValue, float64(v.n), v.name)
 	}

@@ -382,7 +382,7 @@ func (s *session) Notified() (err error) {
 	defer s.recoverPanic(&err)
 	msgs := s.h.msgs.Get(0)
 	defer s.h.msgs.Put(msgs)
-	*msgs = s.sub.Drain((*msgs)[:0])
+	*msgs = s.sub.Drain((*msgs)[:0], 0).Msgs
 	buf := s.h.out.Get(0)
 	defer s.h.out.Put(buf)
 	out := *buf

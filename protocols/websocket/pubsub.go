@@ -186,7 +186,7 @@ func (s *session) Notified() (err error) {
 	}
 	msgs := s.h.msgs.Get(0)
 	defer s.h.msgs.Put(msgs)
-	*msgs = s.sub.Drain((*msgs)[:0])
+	*msgs = s.sub.Drain((*msgs)[:0], 0).Msgs
 	js := s.h.buf.Get(512)
 	defer s.h.buf.Put(js)
 	for i := range *msgs {
