@@ -61,6 +61,7 @@ type Gateway struct {
 	book    *quarantine.Book
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
+	priv    *private.Handler
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -108,8 +109,9 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
 	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
 	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
+	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
 	handlers := map[string]protocols.Handler{
-		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
+		"private":    g.priv,
 		"websocket":  g.ws,
 		"modbus":     g.mb,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),

@@ -27,6 +27,8 @@ const (
 	CodePayloadTooLarge Code = 20
 	CodeInternal        Code = 21
 	CodeBusy            Code = 22
+	CodeCacheFull       Code = 23
+	CodeTopicQuota      Code = 24
 	CodeSlowConsumer    Code = 32
 )
 
@@ -47,6 +49,8 @@ var codeTexts = map[Code]string{
 	CodePayloadTooLarge: "payload too large",
 	CodeInternal:        "internal error",
 	CodeBusy:            "server busy",
+	CodeCacheFull:       "last-value cache full",
+	CodeTopicQuota:      "quota of new topics spent",
 	CodeSlowConsumer:    "slow consumer",
 }
 
