@@ -106,6 +106,12 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 }
 
+func TestSubscriberPacks(t *testing.T) {
+	if size := unsafe.Sizeof(Subscriber{}); size > 160 {
+		t.Fatalf("Subscriber is %d bytes, want at most 160 (every subscribed connection has one)", size)
+	}
+}
+
 func TestShardIsTwoCacheLines(t *testing.T) {
 	if size := unsafe.Sizeof(shard{}); size != 128 {
 		t.Fatalf("shard is %d bytes, want 128", size)

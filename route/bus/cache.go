@@ -68,13 +68,13 @@ func (sh *shard) remove(e *entry) {
 // Quota counts the new topics one publisher, usually one connection, has
 // added to the cache, against Options.TopicQuota. The zero Quota is ready
 // to use. A Quota must not be used by two goroutines at once: a session
-// keeps its own.
+// keeps its own, in 4 bytes (it lives as long as the connection).
 type Quota struct {
-	added int
+	added uint32
 }
 
 // Added is how many new topics the publisher has added.
-func (q *Quota) Added() int { return q.added }
+func (q *Quota) Added() int { return int(q.added) }
 
 // store assigns m its sequence number and makes it its topic's last
 // value, or refuses it: ErrTopicQuota when the topic is new and q has
@@ -87,7 +87,7 @@ func (b *Bus) store(m *Message, q *Quota) error {
 	defer sh.mu.Unlock()
 	e := sh.m[m.Topic]
 	if e == nil {
-		if q != nil && q.added >= b.opt.TopicQuota {
+		if q != nil && int(q.added) >= b.opt.TopicQuota {
 			b.overQuota.Add(1)
 			return fmt.Errorf("%w: %d new topics, limit %d", ErrTopicQuota, q.added, b.opt.TopicQuota)
 		}

@@ -91,7 +91,7 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 		dst = append(dst, *slot)
 		used += size
 		*slot = Message{} // do not pin the payload
-		s.head = (s.head + 1) % len(s.ring)
+		s.head = int32((int(s.head) + 1) % len(s.ring))
 		s.n--
 		s.bytes -= size
 	}
@@ -133,6 +133,9 @@ func (s *Subscriber) replayInto(dst []Message, used, maxBytes, scanLimit int) []
 			if done {
 				s.replays[0] = nil
 				s.replays = s.replays[1:]
+				if len(s.replays) == 0 {
+					s.replays = nil // an idle subscriber keeps no array
+				}
 			} else {
 				*r = cur
 			}
