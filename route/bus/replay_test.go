@@ -195,6 +195,19 @@ func TestQueueBytesAndDropReport(t *testing.T) {
 	}
 }
 
+// The ring of slots never outgrows QueueBytes, whatever Queue allows.
+func TestRingBoundedByQueueBytes(t *testing.T) {
+	const fit = 66 // messages of 81 bytes: the ring would double to 128 slots
+	b := newTestBus(t, Options{QueueBytes: fit * (msgOverhead + 1), Queue: 1 << 20})
+	s := mustSub(t, b, nil, "r")
+	for range 1000 {
+		mustPublish(t, b, "r", "")
+	}
+	if limit := fit * (msgOverhead + 1) / msgOverhead; len(s.ring) > limit || s.Len() != fit {
+		t.Fatalf("ring of %d slots holding %d, want at most %d and %d", len(s.ring), s.Len(), limit, fit)
+	}
+}
+
 // Subscribers that join while publishers run and drain in small batches
 // get, per topic, at most the cached value and then every later value,
 // in order, none twice; with nothing dropped, the stream is complete.

@@ -261,7 +261,8 @@ func (s *Subscriber) evictOldest() {
 }
 
 // slotFree reports whether the ring has room for one more message,
-// growing it (keeping order) unless it is at the queue limit.
+// growing it (keeping order) unless it is at the queue limit. The ring
+// itself never outgrows QueueBytes: each slot counts msgOverhead.
 func (s *Subscriber) slotFree() bool {
 	if int(s.n) < len(s.ring) {
 		return true
@@ -270,6 +271,7 @@ func (s *Subscriber) slotFree() bool {
 	if s.queue > 0 {
 		limit = int(s.queue)
 	}
+	limit = min(limit, max(s.bus.opt.QueueBytes/msgOverhead, 1))
 	if len(s.ring) >= limit {
 		return false
 	}
