@@ -136,7 +136,7 @@ func (o Options) withDefaults() Options {
 	}
 	orDefault(&o.MaxTopics, DefaultMaxTopics)
 	orDefault(&o.TopicQuota, DefaultTopicQuota)
-	o.TopicQuota = min(o.TopicQuota, math.MaxUint32) // Quota counts in 32 bits
+	o.TopicQuota = min(o.TopicQuota, math.MaxInt32) // Quota counts in 32 bits
 	orDefault(&o.QueueBytes, DefaultQueueBytes)
 	orDefault(&o.MaxPayload, DefaultMaxPayload)
 	orDefault(&o.MaxTopicLen, DefaultMaxTopicLen)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // The last-value cache (LVC): one entry per topic, sharded by topic hash.
@@ -31,14 +32,19 @@ type entry struct {
 	dead bool   // removed from the map, still in order until compacted
 }
 
-// shard is one slice of the LVC, padded to whole cache lines.
+// shard is one slice of the LVC, padded to two cache lines (on 32-bit
+// platforms too) so that shards never share one.
 type shard struct {
+	shardData
+	_ [128 - unsafe.Sizeof(shardData{})%128]byte
+}
+
+type shardData struct {
 	mu    sync.RWMutex
 	m     map[string]*entry
 	order []*entry // by birth number; dead entries until compact
 	born  uint64   // the next birth number
 	dead  int      // dead entries in order
-	_     [128 - 72]byte
 }
 
 // add makes the entry of a new topic; sh.mu is held for writing.
