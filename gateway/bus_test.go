@@ -321,12 +321,16 @@ const (
 
 // btPublishDropFlood has a private device publish btDropMessages numbered
 // messages on drop/t and then drop/end, and waits for the ACK of the last.
-func btPublishDropFlood(t *testing.T, addr string) {
+func btPublishDropFlood(t *testing.T, addr string) { btPublishFlood(t, addr, btDropMessages) }
+
+// btPublishFlood publishes n numbered messages of btDropSize bytes on
+// drop/t, then drop/end, and waits for the ACK of the last.
+func btPublishFlood(t *testing.T, addr string, n int) {
 	t.Helper()
 	pub := btHello(t, addr, "drop-pub")
 	data := make([]byte, btDropSize)
 	var chunk []byte
-	for i := range btDropMessages {
+	for i := range n {
 		copy(data, btPayload(i))
 		chunk = append(chunk, rbPubFrame(0, "drop/t", data)...)
 		if len(chunk) >= 256<<10 {
@@ -337,6 +341,54 @@ func btPublishDropFlood(t *testing.T, addr string) {
 	btWrite(t, pub, append(chunk, rbPubFrame(9, "drop/end", nil)...))
 	if a, err := btNewReader(pub).ack(); err != nil || a.MsgID != 9 || a.Status != private.CodeOK {
 		t.Fatalf("last PUB: %+v %v", a, err)
+	}
+}
+
+// TestDeliveriesResumeWhenTheSocketDrains: a subscriber does not read while
+// 32 MB are published to it (its queue is made large enough to hold them):
+// its socket fills, its deliveries wait in the bus, and when it reads again
+// every message arrives, in order, none dropped. The session resumes on
+// protocols.Writable, after the worker flushed the output on EPOLLOUT;
+// without that call it waits for ever (checked: the read times out after
+// some 3,700 messages).
+func TestDeliveriesResumeWhenTheSocketDrains(t *testing.T) {
+	const n = 32000 // of 1 KiB: more than both socket buffers hold
+	cfg := rbConfig(t)
+	cfg.Bus.QueueBytes = 64 << 20
+	cfg.Private.Queue = 1 << 20
+	g := startGateway(t, cfg, Options{})
+	addr := g.Addr().String()
+	sub := btHello(t, addr, "stalled-sub")
+	btWrite(t, sub, rbSubFrame(1, "drop/#"))
+	r := btNewReader(sub)
+	if a, err := r.ack(); err != nil || a.MsgID != 1 {
+		t.Fatalf("SUB: %+v %v", a, err)
+	}
+	btPublishFlood(t, addr, n)
+	rbEventually(t, "deliveries to wait in the bus", time.Minute, func() bool {
+		return g.Bus().Stats().Delivered == n+1 // all queued, the socket full
+	})
+
+	got := 0
+	for {
+		f, err := r.next()
+		if err != nil {
+			t.Fatalf("after %d of %d: %v", got, n, err)
+		}
+		m, err := private.DecodePub(f.Payload)
+		if f.Type != private.TypePub || err != nil {
+			t.Fatalf("unexpected %v %x", f.Type, f.Payload)
+		}
+		if string(m.Topic) == "drop/end" {
+			break
+		}
+		if i := btIndex(m.Data); i != got {
+			t.Fatalf("delivery %d carries message %d", got, i)
+		}
+		got++
+	}
+	if got != n || g.Bus().Stats().Dropped != 0 {
+		t.Fatalf("got %d of %d, bus dropped %d", got, n, g.Bus().Stats().Dropped)
 	}
 }
 
