@@ -89,15 +89,17 @@ type Private struct {
 	MaxFrame    int           `yaml:"max_frame"`    // payload bytes per frame
 	MaxTopic    int           `yaml:"max_topic"`    // bytes per topic or filter
 	MaxSubs     int           `yaml:"max_subs"`     // subscriptions per connection
-	Queue       int           `yaml:"queue"`        // deliveries queued per connection
+	Queue       int           `yaml:"queue"`        // deliveries queued per connection (messages; bus.queue_bytes applies too)
 	HelloWithin time.Duration `yaml:"hello_within"` // HELLO must come first, within this long
 }
 
 // Modbus configures the Modbus TCP server: the unit ids it answers and
 // the register map that shows bus topics to masters.
 type Modbus struct {
-	UnitIDs []int       `yaml:"unit_ids"` // unit ids answered; empty = any
-	Tags    []ModbusTag `yaml:"tags"`     // the register map
+	UnitIDs []int         `yaml:"unit_ids"` // unit ids answered; empty = any
+	MaxAge  time.Duration `yaml:"max_age"`  // a tag value older than this is stale; 0 = values never go stale
+	NoValue string        `yaml:"no_value"` // a read of a tag never published or stale: exception (0x0B) | zero
+	Tags    []ModbusTag   `yaml:"tags"`     // the register map
 }
 
 // ModbusTag is one bus topic seen as Modbus data.
@@ -140,9 +142,11 @@ type Quarantine struct {
 
 // Bus limits the topic bus.
 type Bus struct {
-	MaxTopics  int    `yaml:"max_topics"`  // retained topics in the last-value cache
+	MaxTopics  int    `yaml:"max_topics"`  // topics in the last-value cache (those the config serves aside); a new one past it is refused
+	TopicQuota int    `yaml:"topic_quota"` // new topics one connection may add to the cache
 	MaxPayload int    `yaml:"max_payload"` // bytes per message
 	Queue      int    `yaml:"queue"`       // messages per subscriber queue
+	QueueBytes int    `yaml:"queue_bytes"` // bytes per subscriber queue (topic + payload + 80 per message)
 	Drop       string `yaml:"drop"`        // oldest | newest | disconnect, when a queue is full
 }
 

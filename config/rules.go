@@ -55,7 +55,9 @@ var intRules = [...]intRule{
 	{"quarantine.max_tracked", 1, mib, func(c *Config) int { return c.Quarantine.MaxTracked }},
 	{"bus.max_topics", 1, 10000000, func(c *Config) int { return c.Bus.MaxTopics }},
 	{"bus.max_payload", 1, 16 * mib, func(c *Config) int { return c.Bus.MaxPayload }},
+	{"bus.topic_quota", 1, 10000000, func(c *Config) int { return c.Bus.TopicQuota }}, // at most bus.max_topics (checkCrossFields)
 	{"bus.queue", 1, mib, func(c *Config) int { return c.Bus.Queue }},
+	{"bus.queue_bytes", 64 * kib, 1 << 30, func(c *Config) int { return c.Bus.QueueBytes }},
 	{"admin.max_conns", 1, 10000, func(c *Config) int { return c.Admin.MaxConns }},
 	{"admin.max_conns_per_ip", 1, 10000, func(c *Config) int { return c.Admin.MaxConnsPerIP }},
 	{"udp.sockets", 0, 256, func(c *Config) int { return c.UDP.Sockets }},
@@ -75,6 +77,7 @@ var durationRules = [...]durationRule{
 	{"sniff.probe_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Sniff.ProbeTimeout }},
 	{"private.hello_within", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Private.HelloWithin }},
 	{"websocket.ping_interval", time.Second, time.Hour, func(c *Config) time.Duration { return c.WebSocket.PingInterval }},
+	{"modbus.max_age", 0, 24 * time.Hour, func(c *Config) time.Duration { return c.Modbus.MaxAge }}, // 0 = values never go stale
 	{"websocket.handshake_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.WebSocket.HandshakeTimeout }},
 	{"quarantine.hold", 100 * time.Millisecond, 10 * time.Minute, func(c *Config) time.Duration { return c.Quarantine.Hold }},
 	{"quarantine.ban_window", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanWindow }},

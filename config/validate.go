@@ -57,6 +57,7 @@ var (
 	actions    = []string{"handle", "forward", "admin", "quarantine"}
 	drops      = []string{"oldest", "newest", "disconnect"}
 	slowPolicy = []string{"close", "drop"}
+	noValue    = []string{"exception", "zero"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json"}
 	matchProto = append(slices.Clone(protoNames), anyProto)
@@ -143,6 +144,7 @@ func (v *validator) checkEnums() {
 	v.oneOf("dispatch.policy", v.c.Dispatch.Policy, policies)
 	v.oneOf("bus.drop", v.c.Bus.Drop, drops)
 	v.oneOf("websocket.slow_consumer", v.c.WebSocket.SlowConsumer, slowPolicy)
+	v.oneOf("modbus.no_value", v.c.Modbus.NoValue, noValue)
 	v.oneOf("log.level", v.c.Log.Level, logLevels)
 	v.oneOf("log.format", v.c.Log.Format, logFormats)
 }
@@ -177,6 +179,9 @@ func (v *validator) checkCrossFields() {
 		// The handshake is consumed only once its header block is whole.
 		v.fail("limits.max_input", "must hold a whole WebSocket handshake: at least websocket.max_header_bytes (%d), not %d",
 			ws.MaxHeaderBytes, l.MaxInput)
+	}
+	if b := v.c.Bus; b.TopicQuota > b.MaxTopics {
+		v.fail("bus.topic_quota", "must not exceed bus.max_topics (%d), not %d", b.MaxTopics, b.TopicQuota)
 	}
 	if m := l.MemoryLimit; m != 0 && m < minMemoryLimit {
 		// Below this the collector would run without pause.

@@ -60,6 +60,7 @@ type Gateway struct {
 	book    *quarantine.Book
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
+	priv    *private.Handler
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -110,14 +111,18 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.bus = bus.New(bus.Options{
-		MaxTopics: cfg.Bus.MaxTopics, MaxPayload: cfg.Bus.MaxPayload,
-		Queue: cfg.Bus.Queue, Drop: drop,
+		MaxTopics: cfg.Bus.MaxTopics, TopicQuota: cfg.Bus.TopicQuota, MaxPayload: cfg.Bus.MaxPayload,
+		Queue: cfg.Bus.Queue, QueueBytes: cfg.Bus.QueueBytes, Drop: drop,
 	})
+	if err := g.bus.Reserve(servedOwner, servedTopics(cfg)); err != nil {
+		return nil, err
+	}
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
 	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
 	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
+	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
 	handlers := map[string]protocols.Handler{
-		"private":    private.New(cfg.Private, g.bus, log.With("component", "private")),
+		"private":    g.priv,
 		"websocket":  g.ws,
 		"modbus":     g.mb,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
@@ -197,12 +202,29 @@ func (g *Gateway) Reload(cfg config.Config) error {
 			return fmt.Errorf("gateway: reload: route to pool %q that is not running: %w", r.pool, errRestartCfg)
 		}
 	}
+	if err := g.bus.Reserve(servedOwner, servedTopics(cfg)); err != nil {
+		return err
+	}
 	g.rt.Store(rt)
 	g.ws.Reload(cfg.WebSocket)
 	g.mb.Reload(cfg.Modbus)
 	g.admin.apply(cfg.Admin, acc)
 	g.log.Info("reloaded", "routes", len(rt.routes))
 	return errors.Join(ignored...)
+}
+
+// servedOwner reserves on the bus the topics the configuration serves.
+const servedOwner = "config"
+
+// servedTopics are the bus topics the configuration serves: the Modbus
+// register map's tags and the stats topic of the dashboard. The bus keeps
+// their values however full its cache (bus.Reserve).
+func servedTopics(cfg config.Config) []string {
+	topics := []string{StatsTopic}
+	for _, t := range cfg.Modbus.Tags {
+		topics = append(topics, t.Topic)
+	}
+	return topics
 }
 
 // nowMs is the gateway's coarse clock: milliseconds since New, wrapping at

@@ -128,10 +128,11 @@ var (
 	descSniffing   = prometheus.NewDesc("edgemux_sniffing", "Connections still being classified.", nil, nil)
 	descWebSocket  = prometheus.NewDesc("edgemux_websocket_total", "WebSocket handler counters, by event (protocols/websocket Stats).", []string{"event"}, nil)
 	descModbus     = prometheus.NewDesc("edgemux_modbus_total", "Modbus server counters, by event (protocols/modbus Stats).", []string{"event"}, nil)
+	descPrivate    = prometheus.NewDesc("edgemux_private_total", "Private protocol handler counters, by event (protocols/private Stats).", []string{"event"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate} {
 		ch <- d
 	}
 }
@@ -168,6 +169,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	collectBus(ch, g)
 	collectCounters(ch, descWebSocket, g.ws.Stats().Counters())
 	collectCounters(ch, descModbus, g.mb.Stats().Counters())
+	collectCounters(ch, descPrivate, g.priv.Stats().Counters())
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))
 }
@@ -193,13 +195,14 @@ func collectBus(ch chan<- prometheus.Metric, g *Gateway) {
 		name string
 		n    uint64
 	}{
-		{"published", st.Published}, {"rejected", st.Rejected}, {"delivered", st.Delivered},
-		{"dropped", st.Dropped}, {"disconnected", st.Disconnected}, {"unretained", st.Unretained},
+		{"published", st.Published}, {"rejected", st.Rejected}, {"cache_full", st.CacheFull}, {"over_quota", st.OverQuota},
+		{"delivered", st.Delivered}, {"dropped", st.Dropped}, {"disconnected", st.Disconnected},
 	} {
 		ch <- prometheus.MustNewConstMetric(descBus, prometheus.CounterValue, float64(v.n), v.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descBusGauge, prometheus.GaugeValue, float64(st.Subscribers), "subscribers")
 	ch <- prometheus.MustNewConstMetric(descBusGauge, prometheus.GaugeValue, float64(st.Topics), "topics")
+	ch <- prometheus.MustNewConstMetric(descBusGauge, prometheus.GaugeValue, float64(st.Reserved), "reserved")
 }
 
 // classifications copies the classification tally: "protocol action" -> n.

@@ -28,6 +28,7 @@ type Stats struct {
 	Bus         map[string]uint64         `json:"bus"`
 	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
 	Modbus      map[string]uint64         `json:"modbus"`    // protocols/modbus counters
+	Private     map[string]uint64         `json:"private"`   // protocols/private counters
 	Stale       uint64                    `json:"stale_events"`
 	Forwarding  int64                     `json:"forwarding"`
 }
@@ -101,10 +102,12 @@ func (g *Gateway) Snapshot() Stats {
 	b := g.bus.Stats()
 	st.Bus = map[string]uint64{
 		"published": b.Published, "delivered": b.Delivered, "dropped": b.Dropped,
-		"topics": uint64(b.Topics), "subscribers": uint64(b.Subscribers),
+		"cache_full": b.CacheFull, "over_quota": b.OverQuota,
+		"topics": uint64(b.Topics), "reserved": uint64(b.Reserved), "subscribers": uint64(b.Subscribers),
 	}
 	st.WebSocket = counterMap(g.ws.Stats().Counters())
 	st.Modbus = counterMap(g.mb.Stats().Counters())
+	st.Private = counterMap(g.priv.Stats().Counters())
 	return st
 }
 

@@ -198,6 +198,7 @@ func (w *worker) handle(id uint64) {
 	}
 	if bits&registry.EvWrite != 0 {
 		c.flush()
+		w.writable(c)
 	}
 	if bits&(registry.EvRead|registry.EvHup) != 0 && c.live() {
 		w.read(c)
@@ -273,6 +274,14 @@ func (w *worker) read(c *conn) {
 			w.feed(c, w.rbuf[:n])
 			if c.closed {
 				return
+			}
+			// Deliver what this read published before reading more:
+			// subscribers on this worker would otherwise wait, their
+			// bus queues filling, until the whole burst is parsed.
+			if w.inboxN.Load() > 0 {
+				if w.drainInbox(); c.closed {
+					return
+				}
 			}
 		case err == nil: // EOF
 			c.Close(protocols.ErrPeerClosed)
@@ -413,6 +422,19 @@ func (w *worker) drainInbox() {
 			continue
 		}
 		if err := w.safe(c, nil, n.Notified); err != nil {
+			c.Close(err)
+		}
+	}
+}
+
+// writable tells a session that holds output back while the socket is
+// full (protocols.Writable) that its buffered output is all written.
+func (w *worker) writable(c *conn) {
+	if c.closed || c.Buffered() > 0 {
+		return
+	}
+	if ws, ok := c.sess.(protocols.Writable); ok {
+		if err := w.safe(c, nil, ws.Writable); err != nil {
 			c.Close(err)
 		}
 	}

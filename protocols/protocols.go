@@ -11,7 +11,9 @@
 //
 // Sessions that are fed from elsewhere (a bus subscription, say) call
 // Conn.Notify from any goroutine; the owning worker then calls the session's
-// Notified method on its own goroutine.
+// Notified method on its own goroutine. A session that holds such output
+// back while the socket is full implements Writable, which the worker
+// calls once the buffered output is written.
 package protocols
 
 import (
@@ -124,6 +126,16 @@ type Session interface {
 type Notified interface {
 	// Notified runs on the owning worker after one or more Notify calls.
 	Notified() error
+}
+
+// Writable is implemented by sessions that hold output back while the
+// socket does not take it (deliveries waiting in a bus queue, say, rather
+// than piling up in the output buffer until the high-water mark).
+type Writable interface {
+	// Writable runs on the owning worker when output that was buffered
+	// (Buffered() > 0) has all been written. An error closes the
+	// connection with that reason.
+	Writable() error
 }
 
 // Timed is implemented by sessions that use Conn.SetTimer.

@@ -39,6 +39,7 @@ type counters struct {
 // requests, only its connection.
 type Handler struct {
 	bus *bus.Bus
+	now func() int64 // the bus's clock, for max_age
 	log *slog.Logger
 	set atomic.Pointer[settings] // swapped by Reload
 	out protocols.Scratch[byte]  // response buffers, held during one call
@@ -50,6 +51,8 @@ type settings struct {
 	anyUnit bool
 	units   [256]bool
 	regs    *Map
+	maxAge  int64 // nanoseconds; 0: values never go stale
+	zero    bool  // no_value: zero
 }
 
 var _ protocols.Handler = (*Handler)(nil)
@@ -60,14 +63,15 @@ func New(cfg config.Modbus, b *bus.Bus, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{bus: b, log: log.With("component", "modbus")}
+	h := &Handler{bus: b, now: b.Options().Now, log: log.With("component", "modbus")}
 	h.out.Min, h.out.Max = 512, 64<<10
 	h.set.Store(newSettings(cfg))
 	return h
 }
 
 func newSettings(cfg config.Modbus) *settings {
-	st := &settings{anyUnit: len(cfg.UnitIDs) == 0, regs: NewMap(cfg.Tags)}
+	st := &settings{anyUnit: len(cfg.UnitIDs) == 0, regs: NewMap(cfg.Tags),
+		maxAge: int64(cfg.MaxAge), zero: cfg.NoValue == NoValueZero}
 	for _, id := range cfg.UnitIDs {
 		st.units[id] = true
 	}
@@ -99,8 +103,9 @@ func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 type session struct {
 	h        *Handler
 	conn     protocols.Conn
-	partial  bool // the last input ended inside a request
-	draining bool // the gateway drains: close once no request is in flight
+	quota    bus.Quota // new topics its writes added to the cache (tags are reserved by the gateway: none)
+	partial  bool      // the last input ended inside a request
+	draining bool      // the gateway drains: close once no request is in flight
 }
 
 // Data answers every whole request in the input, then, while the gateway
@@ -134,7 +139,7 @@ func (s *session) answerAll(in []byte) (int, error) {
 		if k == 0 {
 			break
 		}
-		out = h.serve(out, adu)
+		out = h.serve(out, adu, &s.quota)
 		n += k
 	}
 	*p = out
@@ -154,7 +159,7 @@ func (s *session) answerAll(in []byte) (int, error) {
 func (s *session) Closed(error) {}
 
 // serve appends the response to one request.
-func (h *Handler) serve(out []byte, adu ADU) []byte {
+func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota) []byte {
 	h.n.requests.Add(1)
 	st := h.set.Load()
 	function := byte(0)
@@ -167,7 +172,7 @@ func (h *Handler) serve(out []byte, adu ADU) []byte {
 	}
 	req, exc := ParseRequest(adu.PDU)
 	if exc == 0 {
-		if out, exc = h.answer(out, adu, req, st.regs); exc == 0 {
+		if out, exc = h.answer(out, adu, req, st, q); exc == 0 {
 			return out
 		}
 	}
@@ -176,16 +181,22 @@ func (h *Handler) serve(out []byte, adu ADU) []byte {
 }
 
 // answer appends the response to a valid request, or returns out as it
-// was and the exception to answer with.
-func (h *Handler) answer(out []byte, adu ADU, req Request, regs *Map) ([]byte, byte) {
+// was and the exception to answer with. Writes publish within q, the
+// connection's quota of new topics.
+func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.Quota) ([]byte, byte) {
 	addr, qty := int(req.Address), int(req.Quantity)
+	regs := st.regs
 	var data [2 * maxReadRegisters]byte
 	var exc byte
 	var ups []update
 	switch req.Function {
 	case ReadCoils, ReadDiscreteInputs, ReadHoldingRegisters, ReadInputRegisters:
+		v := values{bus: h.bus, maxAge: st.maxAge, zero: st.zero}
+		if v.maxAge > 0 {
+			v.now = h.now()
+		}
 		var d []byte
-		if d, exc = regs.read(h.bus, req.Function, addr, qty, data[:0]); exc == 0 {
+		if d, exc = regs.read(&v, req.Function, addr, qty, data[:0]); exc == 0 {
 			h.n.reads.Add(1)
 			return AppendReadResponse(out, adu, req.Function, d), 0
 		}
@@ -204,7 +215,10 @@ func (h *Handler) answer(out []byte, adu ADU, req Request, regs *Map) ([]byte, b
 		return out, exc
 	}
 	for _, u := range ups {
-		if err := h.bus.Publish(u.topic, []byte(u.text), Source); err != nil {
+		// The gateway reserves every tag's topic, so the bus keeps its
+		// value; a refusal (a handler without that) answers 04, never a
+		// write acknowledged and then read back as something else.
+		if err := h.bus.PublishWithin(q, u.topic, []byte(u.text), Source); err != nil {
 			h.log.Warn("publish of a write failed", "topic", u.topic, "err", err)
 			return out, ServerDeviceFailure
 		}

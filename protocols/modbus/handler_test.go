@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,7 +151,6 @@ func TestMasterReadsAndWrites(t *testing.T) {
 		{"int16 x10 and uint16", func() ([]byte, error) { return m.ReadInputRegisters(0, 2) }, []byte{0xFF, 0x27, 0, 42}}, // -217
 		{"uint32, high word first", func() ([]byte, error) { return m.ReadHoldingRegisters(10, 2) }, []byte{0, 1, 0x11, 0x70}},
 		{"low word of a uint32", func() ([]byte, error) { return m.ReadHoldingRegisters(11, 1) }, []byte{0x11, 0x70}},
-		{"no value yet reads 0", func() ([]byte, error) { return m.ReadHoldingRegisters(100, 3) }, []byte{0, 0, 0, 0, 0, 0}},
 		{"discrete input on", func() ([]byte, error) { return m.ReadDiscreteInputs(5, 1) }, []byte{1}},
 	}
 	for _, r := range reads {
@@ -160,6 +160,9 @@ func TestMasterReadsAndWrites(t *testing.T) {
 		}
 	}
 
+	if _, err := m.ReadHoldingRegisters(100, 3); exception(err) != GatewayTargetFailed {
+		t.Errorf("tags never published: %v, want exception 0x0B", err)
+	}
 	var setpoint [4]byte
 	binary.BigEndian.PutUint32(setpoint[:], math.Float32bits(22.5))
 	if _, err := m.WriteMultipleRegisters(100, 2, setpoint[:]); err != nil {
@@ -208,7 +211,7 @@ func TestMasterReadsAndWrites(t *testing.T) {
 	if got, err := m.ReadCoils(0, 2); err != nil || string(got) != "\x03" {
 		t.Errorf("the connection after the exceptions: % x, %v", got, err)
 	}
-	if st := h.Stats(); st.Exceptions != uint64(len(refusals)) || st.Published != 5 || st.Malformed != 0 {
+	if st := h.Stats(); st.Exceptions != uint64(len(refusals))+1 || st.Published != 5 || st.Malformed != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -216,7 +219,9 @@ func TestMasterReadsAndWrites(t *testing.T) {
 func TestUnitIDs(t *testing.T) {
 	cfg := plantMap
 	cfg.UnitIDs = []int{1, 17}
-	h := New(cfg, bus.New(bus.Options{}), nil)
+	b := bus.New(bus.Options{})
+	mustPublish(t, b, "plant/pump", "on")
+	h := New(cfg, b, nil)
 	addr, _ := serve(t, h)
 	if _, err := master(t, addr, 17).ReadCoils(0, 1); err != nil {
 		t.Errorf("unit 17: %v", err)
@@ -249,6 +254,8 @@ func rawExchange(t *testing.T, addr string, p []byte, n int) ([]byte, net.Conn) 
 func TestPipelinedRequests(t *testing.T) {
 	b := bus.New(bus.Options{})
 	mustPublish(t, b, "plant/flow", "7")
+	mustPublish(t, b, "plant/pump", "off")
+	mustPublish(t, b, "plant/fan", "0")
 	h := New(plantMap, b, nil)
 	addr, _ := serve(t, h)
 	three := append(adu(1, 1, 0x04, 0, 1, 0, 1), adu(2, 1, 0x01, 0, 0, 0, 2)...)
@@ -265,6 +272,7 @@ func TestPipelinedRequests(t *testing.T) {
 // counted, and other masters carry on.
 func TestBrokenHeaderCloses(t *testing.T) {
 	b := bus.New(bus.Options{})
+	mustPublish(t, b, "plant/pump", "on")
 	h := New(plantMap, b, nil)
 	addr, reasons := serve(t, h)
 	_, nc := rawExchange(t, addr, []byte{0, 1, 0, 7, 0, 6, 1, 3, 0, 0, 0, 1}, 0)
@@ -283,7 +291,9 @@ func TestBrokenHeaderCloses(t *testing.T) {
 }
 
 func TestReloadMap(t *testing.T) {
-	h := New(config.Modbus{}, bus.New(bus.Options{}), nil)
+	b := bus.New(bus.Options{})
+	mustPublish(t, b, "plant/pump", "on")
+	h := New(config.Modbus{}, b, nil)
 	addr, _ := serve(t, h)
 	m := master(t, addr, 1)
 	if _, err := m.ReadCoils(0, 1); exception(err) != IllegalDataAddress {
@@ -292,6 +302,78 @@ func TestReloadMap(t *testing.T) {
 	h.Reload(plantMap)
 	if _, err := m.ReadCoils(0, 1); err != nil {
 		t.Errorf("after reload: %v", err)
+	}
+}
+
+// A tag with no value is not zero: never published, or older than
+// max_age, a read gets exception 0x0B, the whole read, however many tags
+// it covers; no_value: zero reads 0 instead.
+func TestTagWithoutValue(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e9)
+	b := bus.New(bus.Options{Now: clock.Load})
+	cfg := plantMap
+	cfg.MaxAge = 5 * time.Second
+	h := New(cfg, b, nil)
+	addr, _ := serve(t, h)
+	m := master(t, addr, 1)
+	mustPublish(t, b, "plant/temp", "2.5")
+	reads := []struct {
+		name string
+		read func() ([]byte, error)
+		exc  byte
+	}{
+		{"fresh", func() ([]byte, error) { return m.ReadInputRegisters(0, 1) }, 0},
+		{"one of two never published", func() ([]byte, error) { return m.ReadInputRegisters(0, 2) }, GatewayTargetFailed},
+		{"coil never published", func() ([]byte, error) { return m.ReadCoils(0, 2) }, GatewayTargetFailed},
+		{"discrete input never published", func() ([]byte, error) { return m.ReadDiscreteInputs(5, 1) }, GatewayTargetFailed},
+	}
+	for _, r := range reads {
+		if _, err := r.read(); exception(err) != r.exc {
+			t.Errorf("%s: %v, want exception %d", r.name, err, r.exc)
+		}
+	}
+	clock.Add(int64(5 * time.Second))
+	if got, err := m.ReadInputRegisters(0, 1); err != nil || string(got) != "\x00\x19" {
+		t.Errorf("exactly max_age old: % x, %v", got, err)
+	}
+	clock.Add(1)
+	if _, err := m.ReadInputRegisters(0, 1); exception(err) != GatewayTargetFailed {
+		t.Errorf("older than max_age: %v, want exception 0x0B", err)
+	}
+	mustPublish(t, b, "plant/temp", "3")
+	if got, err := m.ReadInputRegisters(0, 1); err != nil || string(got) != "\x00\x1e" {
+		t.Errorf("republished: % x, %v", got, err)
+	}
+
+	cfg.NoValue = NoValueZero
+	h.Reload(cfg)
+	clock.Add(int64(time.Minute))
+	if got, err := m.ReadInputRegisters(0, 2); err != nil || string(got) != "\x00\x00\x00\x00" {
+		t.Errorf("no_value zero: % x, %v; want zeros", got, err)
+	}
+}
+
+// A write the bus refuses (here a full cache and a tag nobody reserved)
+// is exception 04, never acknowledged: the gateway reserves tags, so it
+// does not happen there.
+func TestRefusedWriteIsAnException(t *testing.T) {
+	b := bus.New(bus.Options{MaxTopics: 1})
+	mustPublish(t, b, "junk", "x")
+	h := New(plantMap, b, nil)
+	addr, _ := serve(t, h)
+	m := master(t, addr, 1)
+	if _, err := m.WriteSingleRegister(102, 7); exception(err) != ServerDeviceFailure {
+		t.Fatalf("write into a full cache: %v, want exception 04", err)
+	}
+	if _, ok := b.Get("plant/limit"); ok {
+		t.Fatal("the refused write was cached")
+	}
+	if err := b.Reserve("test", []string{"plant/limit"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.WriteSingleRegister(102, 7); err != nil {
+		t.Fatalf("write to a reserved tag: %v", err)
 	}
 }
 

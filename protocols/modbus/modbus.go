@@ -30,6 +30,13 @@ var (
 // Source is the name the handler publishes under (bus.Message.Src).
 const Source = "modbus"
 
+// The words of modbus.no_value: what a read of a tag with no current
+// value gets ("" means the default, NoValueException).
+const (
+	NoValueException = "exception" // exception 0x0B
+	NoValueZero      = "zero"      // 0, as if the value were 0
+)
+
 // Function codes served.
 const (
 	ReadCoils              = 0x01
@@ -49,4 +56,8 @@ const (
 	IllegalDataValue       = 0x03
 	ServerDeviceFailure    = 0x04
 	GatewayPathUnavailable = 0x0A
+	// GatewayTargetFailed (gateway target device failed to respond)
+	// answers a read of a tag with no current value: never published, or
+	// older than modbus.max_age. A value that is not there is not zero.
+	GatewayTargetFailed = 0x0B
 )

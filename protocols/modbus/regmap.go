@@ -99,23 +99,49 @@ func (m *Map) span(table, addr, qty int) ([]tag, bool) {
 // boolean, for a coil), or out of the type's range once scaled.
 var errValue = errors.New("modbus: value does not fit the tag")
 
+// errNoValue is a tag with no current value: never published, or older
+// than the configured max age.
+var errNoValue = errors.New("modbus: tag has no current value")
+
+// values reads tags' last values from the bus for one request.
+type values struct {
+	bus    *bus.Bus
+	now    int64 // unix nanoseconds, the bus's clock
+	maxAge int64 // nanoseconds; 0: values never go stale
+	zero   bool  // no_value: zero; a missing or stale value reads as 0
+}
+
+// exception is the exception a tag's read error answers, and whether
+// the read may go on (a missing value under no_value: zero).
+func (v *values) exception(err error) (byte, bool) {
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, errNoValue) && v.zero:
+		return 0, true
+	case errors.Is(err, errNoValue):
+		return GatewayTargetFailed, false
+	}
+	return ServerDeviceFailure, false
+}
+
 // read appends what a read function asks for: packed bits from the coils
 // or discrete inputs, registers from the holding or input registers.
-func (m *Map) read(b *bus.Bus, function byte, addr, qty int, dst []byte) ([]byte, byte) {
+func (m *Map) read(v *values, function byte, addr, qty int, dst []byte) ([]byte, byte) {
 	switch function {
 	case ReadCoils:
-		return m.readBits(b, coils, addr, qty, dst)
+		return m.readBits(v, coils, addr, qty, dst)
 	case ReadDiscreteInputs:
-		return m.readBits(b, discreteInputs, addr, qty, dst)
+		return m.readBits(v, discreteInputs, addr, qty, dst)
 	case ReadInputRegisters:
-		return m.readRegisters(b, inputRegisters, addr, qty, dst)
+		return m.readRegisters(v, inputRegisters, addr, qty, dst)
 	}
-	return m.readRegisters(b, holdingRegisters, addr, qty, dst)
+	return m.readRegisters(v, holdingRegisters, addr, qty, dst)
 }
 
 // readBits packs the coils or discrete inputs [addr, addr+qty) into dst,
 // first coil in the lowest bit.
-func (m *Map) readBits(b *bus.Bus, table, addr, qty int, dst []byte) ([]byte, byte) {
+func (m *Map) readBits(v *values, table, addr, qty int, dst []byte) ([]byte, byte) {
 	ts, ok := m.span(table, addr, qty)
 	if !ok {
 		return dst, IllegalDataAddress
@@ -123,9 +149,9 @@ func (m *Map) readBits(b *bus.Bus, table, addr, qty int, dst []byte) ([]byte, by
 	start := len(dst)
 	dst = append(dst, make([]byte, (qty+7)/8)...)
 	for k := range ts {
-		on, err := boolValue(b, &ts[k])
-		if err != nil {
-			return dst[:start], ServerDeviceFailure
+		on, err := v.boolValue(&ts[k])
+		if exc, ok := v.exception(err); !ok {
+			return dst[:start], exc
 		}
 		if bit := ts[k].address - addr; on {
 			dst[start+bit/8] |= 1 << (bit % 8)
@@ -137,7 +163,7 @@ func (m *Map) readBits(b *bus.Bus, table, addr, qty int, dst []byte) ([]byte, by
 // readRegisters appends registers [addr, addr+qty) to dst, big-endian. A
 // range may start or end inside a 32-bit tag: masters read such values
 // one register at a time too.
-func (m *Map) readRegisters(b *bus.Bus, table, addr, qty int, dst []byte) ([]byte, byte) {
+func (m *Map) readRegisters(v *values, table, addr, qty int, dst []byte) ([]byte, byte) {
 	ts, ok := m.span(table, addr, qty)
 	if !ok {
 		return dst, IllegalDataAddress
@@ -146,8 +172,8 @@ func (m *Map) readRegisters(b *bus.Bus, table, addr, qty int, dst []byte) ([]byt
 	for k := range ts {
 		t := &ts[k]
 		var words [2]uint16
-		if err := registerValue(b, t, words[:t.width]); err != nil {
-			return dst[:start], ServerDeviceFailure
+		if exc, ok := v.exception(v.registerValue(t, words[:t.width])); !ok {
+			return dst[:start], exc
 		}
 		for w := range t.width {
 			if a := t.address + w; a >= addr && a < addr+qty {
@@ -158,30 +184,30 @@ func (m *Map) readRegisters(b *bus.Bus, table, addr, qty int, dst []byte) ([]byt
 	return dst, 0
 }
 
-// lastValue is the tag's cached bus value as text; ok is false while the
-// topic has none.
-func lastValue(b *bus.Bus, t *tag) (string, bool) {
-	m, ok := b.Get(t.topic)
-	if !ok {
-		return "", false
+// text is the tag's cached bus value as text, or errNoValue while the
+// topic has none or its value is older than maxAge.
+func (v *values) text(t *tag) (string, error) {
+	m, ok := v.bus.Get(t.topic)
+	if !ok || (v.maxAge > 0 && v.now-m.TS > v.maxAge) {
+		return "", errNoValue
 	}
-	return strings.TrimSpace(string(m.Payload)), true
+	return strings.TrimSpace(string(m.Payload)), nil
 }
 
 // boolValue reads a coil or discrete input: true/false, on/off, or a
-// number (0 is false). No value yet reads as false.
-func boolValue(b *bus.Bus, t *tag) (bool, error) {
-	v, ok := lastValue(b, t)
-	if !ok {
-		return false, nil
+// number (0 is false). No current value is errNoValue (and false).
+func (v *values) boolValue(t *tag) (bool, error) {
+	text, err := v.text(t)
+	if err != nil {
+		return false, err
 	}
-	switch strings.ToLower(v) {
+	switch strings.ToLower(text) {
 	case "true", "on":
 		return true, nil
 	case "false", "off":
 		return false, nil
 	}
-	f, err := strconv.ParseFloat(v, 64)
+	f, err := strconv.ParseFloat(text, 64)
 	if err != nil || math.IsNaN(f) {
 		return false, errValue
 	}
@@ -189,14 +215,14 @@ func boolValue(b *bus.Bus, t *tag) (bool, error) {
 }
 
 // registerValue encodes the tag's value (x scale) into its registers, high
-// word first. No value yet reads as zero.
-func registerValue(b *bus.Bus, t *tag, words []uint16) error {
-	v, ok := lastValue(b, t)
-	if !ok {
+// word first. No current value is errNoValue (and zeros).
+func (v *values) registerValue(t *tag, words []uint16) error {
+	text, err := v.text(t)
+	if err != nil {
 		clear(words)
-		return nil
+		return err
 	}
-	f, err := strconv.ParseFloat(v, 64)
+	f, err := strconv.ParseFloat(text, 64)
 	if err != nil || math.IsNaN(f) {
 		return errValue
 	}

@@ -84,6 +84,8 @@ type Client struct {
 	pings   map[uint64]chan struct{}
 	reason  error
 
+	dropped atomic.Uint64 // deliveries the server reported dropped (DROPPED)
+
 	msgs      chan Delivery
 	closing   chan struct{} // closed by Close
 	done      chan struct{} // closed when the reader has stopped
@@ -381,11 +383,22 @@ func (c *Client) handle(f Frame) error {
 		return c.write(AppendFrame(nil, TypePong, tok))
 	case TypeError:
 		return c.serverError(f.Payload)
+	case TypeDropped:
+		n, err := DecodeDropped(f.Payload)
+		if err != nil {
+			return err
+		}
+		c.dropped.Add(n)
 	default:
 		return fmt.Errorf("%w: %v", ErrUnexpected, f.Type)
 	}
 	return nil
 }
+
+// Dropped is how many deliveries the server said it dropped for this
+// client (DROPPED frames, SPEC.md 2.7): messages of its subscriptions it
+// will never receive because it did not read fast enough.
+func (c *Client) Dropped() uint64 { return c.dropped.Load() }
 
 func (c *Client) deliver(payload []byte) error {
 	m, err := DecodePub(payload)

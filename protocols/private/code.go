@@ -27,7 +27,9 @@ const (
 	CodePayloadTooLarge Code = 20
 	CodeInternal        Code = 21
 	CodeBusy            Code = 22
-	CodeReservedTopic   Code = 23
+	CodeCacheFull       Code = 23
+	CodeTopicQuota      Code = 24
+	CodeReservedTopic   Code = 25
 	CodeSlowConsumer    Code = 32
 	CodeGoingAway       Code = 33
 )
@@ -49,6 +51,8 @@ var codeTexts = map[Code]string{
 	CodePayloadTooLarge: "payload too large",
 	CodeInternal:        "internal error",
 	CodeBusy:            "server busy",
+	CodeCacheFull:       "last-value cache full",
+	CodeTopicQuota:      "quota of new topics spent",
 	CodeReservedTopic:   "topic reserved for the gateway",
 	CodeSlowConsumer:    "slow consumer",
 	CodeGoingAway:       "gateway going away",

@@ -47,12 +47,15 @@ const (
 	TypePong  Type = 6
 	TypeAck   Type = 7
 	TypeError Type = 8
+	// TypeDropped tells a client how many of its deliveries the gateway
+	// dropped (SPEC.md 2.7); server to client only.
+	TypeDropped Type = 9
 )
 
-var typeNames = [...]string{"", "HELLO", "PUB", "SUB", "UNSUB", "PING", "PONG", "ACK", "ERROR"}
+var typeNames = [...]string{"", "HELLO", "PUB", "SUB", "UNSUB", "PING", "PONG", "ACK", "ERROR", "DROPPED"}
 
 // Valid reports whether t is a version 1 message type.
-func (t Type) Valid() bool { return t >= TypeHello && t <= TypeError }
+func (t Type) Valid() bool { return t >= TypeHello && t <= TypeDropped }
 
 // String names the type as SPEC.md does.
 func (t Type) String() string {

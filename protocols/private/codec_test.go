@@ -54,7 +54,7 @@ var parseCases = []struct {
 	{"http", []byte("GET / HTTP/1.1\r\n\r\n"), 0, 0, 0, ErrBadMagic},
 	{"bad version", []byte{Magic0, Magic1, 2}, 0, 0, 0, ErrBadVersion},
 	{"type zero", []byte{Magic0, Magic1, Version, 0}, 0, 0, 0, ErrUnknownType},
-	{"type nine", []byte{Magic0, Magic1, Version, 9}, 0, 0, 0, ErrUnknownType},
+	{"type ten", []byte{Magic0, Magic1, Version, 10}, 0, 0, 0, ErrUnknownType},
 	{"too large header only", []byte{Magic0, Magic1, Version, 2, 0, 1, 0, 1}, 0, 0, 0, ErrFrameTooLarge},
 	{"max u32 length", []byte{Magic0, Magic1, Version, 2, 0xff, 0xff, 0xff, 0xff}, 0, 0, 0, ErrFrameTooLarge},
 	{"custom limit", frameWith(TypePub, make([]byte, 11), nil), 10, 0, 0, ErrFrameTooLarge},
@@ -114,6 +114,7 @@ func TestRoundTrip(t *testing.T) {
 	buf = AppendError(buf, CodeTooManySubs, "limit 64")
 	buf = must(AppendPing(buf, []byte("tok")))
 	buf = must(AppendPong(buf, nil))
+	buf = AppendDropped(buf, 1<<40)
 
 	var frames []Frame
 	for len(buf) > 0 {
@@ -124,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 		frames = append(frames, f)
 		buf = buf[n:]
 	}
-	wantTypes := []Type{TypeHello, TypePub, TypeSub, TypeUnsub, TypeAck, TypeError, TypePing, TypePong}
+	wantTypes := []Type{TypeHello, TypePub, TypeSub, TypeUnsub, TypeAck, TypeError, TypePing, TypePong, TypeDropped}
 	for i, f := range frames {
 		if f.Type != wantTypes[i] {
 			t.Fatalf("frame %d: %v want %v", i, f.Type, wantTypes[i])
@@ -150,6 +151,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if tok, err := DecodePing(frames[6].Payload); err != nil || string(tok) != "tok" {
 		t.Fatalf("ping %q %v", tok, err)
+	}
+	if n, err := DecodeDropped(frames[8].Payload); err != nil || n != 1<<40 {
+		t.Fatalf("dropped %d %v", n, err)
 	}
 }
 
@@ -191,6 +195,9 @@ var decodeCases = []struct {
 	{"ping token", TypePing, []byte("12345678"), true},
 	{"ping too long", TypePing, []byte("123456789"), false},
 	{"pong token", TypePong, []byte("1"), true},
+	{"dropped ok", TypeDropped, []byte{0, 0, 0, 0, 0, 0, 1, 0}, true},
+	{"dropped short", TypeDropped, []byte{0, 0, 0, 1}, false},
+	{"dropped long", TypeDropped, make([]byte, 9), false},
 }
 
 // decodeAndReencode decodes p as typ and, when it decodes, encodes the
@@ -222,6 +229,11 @@ func decodeAndReencode(typ Type, p []byte) (again []byte, err error) {
 		var e ErrorMsg
 		if e, err = DecodeError(p); err == nil {
 			frame = AppendError(nil, e.Code, string(e.Text))
+		}
+	case TypeDropped:
+		var n uint64
+		if n, err = DecodeDropped(p); err == nil {
+			frame = AppendDropped(nil, n)
 		}
 	case TypePing, TypePong:
 		var tok []byte
@@ -339,6 +351,8 @@ func TestSpecExamples(t *testing.T) {
 		must(AppendPub(nil, Pub{MsgID: 7, Topic: []byte("a/b"), Data: []byte("hi")})),
 		must(AppendSub(nil, Sub{MsgID: 1, Filter: []byte("a/#")})),
 		AppendError(nil, CodeBadTopic, "bad topic"),
+		AppendAck(nil, Ack{MsgID: 7, Status: CodeCacheFull}),
+		AppendDropped(nil, 42),
 	}
 	for _, ex := range examples {
 		if !strings.Contains(flat, hex.EncodeToString(ex)) {
@@ -405,12 +419,13 @@ func fuzzDecoder(f *testing.F, types ...Type) {
 	})
 }
 
-func FuzzDecodeHello(f *testing.F) { fuzzDecoder(f, TypeHello) }
-func FuzzDecodePub(f *testing.F)   { fuzzDecoder(f, TypePub) }
-func FuzzDecodeSub(f *testing.F)   { fuzzDecoder(f, TypeSub, TypeUnsub) }
-func FuzzDecodeAck(f *testing.F)   { fuzzDecoder(f, TypeAck) }
-func FuzzDecodeError(f *testing.F) { fuzzDecoder(f, TypeError) }
-func FuzzDecodePing(f *testing.F)  { fuzzDecoder(f, TypePing, TypePong) }
+func FuzzDecodeHello(f *testing.F)   { fuzzDecoder(f, TypeHello) }
+func FuzzDecodePub(f *testing.F)     { fuzzDecoder(f, TypePub) }
+func FuzzDecodeSub(f *testing.F)     { fuzzDecoder(f, TypeSub, TypeUnsub) }
+func FuzzDecodeAck(f *testing.F)     { fuzzDecoder(f, TypeAck) }
+func FuzzDecodeError(f *testing.F)   { fuzzDecoder(f, TypeError) }
+func FuzzDecodePing(f *testing.F)    { fuzzDecoder(f, TypePing, TypePong) }
+func FuzzDecodeDropped(f *testing.F) { fuzzDecoder(f, TypeDropped) }
 
 func BenchmarkParseFrame(b *testing.B) {
 	in := must(AppendPub(nil, Pub{MsgID: 1, Topic: []byte("plant/1/temp"), Data: make([]byte, 64)}))

@@ -11,7 +11,7 @@ import (
 const (
 	DefaultMaxTopic    = 256
 	DefaultMaxSubs     = 64
-	DefaultQueue       = 256
+	DefaultQueue       = 65536
 	DefaultHelloWithin = 10 * time.Second
 )
 

@@ -34,9 +34,19 @@ type Stats struct {
 	Sessions      uint64 // sessions opened
 	Published     uint64 // PUBs accepted by the bus
 	Delivered     uint64 // deliveries written to clients
-	Rejected      uint64 // requests failed with a recoverable code
+	Dropped       uint64 // deliveries the bus dropped (a full queue), told to clients with DROPPED
+	Rejected      uint64 // requests failed with a recoverable code (CACHE_FULL and TOPIC_QUOTA among them)
 	Violations    uint64 // connections closed for protocol violations
 	SlowConsumers uint64 // connections closed because they did not read
+}
+
+// Counters lists the Stats fields under snake_case names, in a fixed order.
+func (st Stats) Counters() []protocols.Counter {
+	return []protocols.Counter{
+		{Name: "sessions", N: st.Sessions}, {Name: "published", N: st.Published}, {Name: "delivered", N: st.Delivered},
+		{Name: "dropped", N: st.Dropped}, {Name: "rejected", N: st.Rejected}, {Name: "violations", N: st.Violations},
+		{Name: "slow_consumers", N: st.SlowConsumers},
+	}
 }
 
 // Handler serves the private protocol on the connections of one pool. It
@@ -49,8 +59,8 @@ type Handler struct {
 	out  protocols.Scratch[byte]        // output buffers, only held during a call
 	msgs protocols.Scratch[bus.Message] // drain buffers, only held during a call
 
-	sessions, published, delivered      atomic.Uint64
-	rejected, violations, slowConsumers atomic.Uint64
+	sessions, published, delivered, dropped atomic.Uint64
+	rejected, violations, slowConsumers     atomic.Uint64
 }
 
 var _ protocols.Handler = (*Handler)(nil)
@@ -66,7 +76,7 @@ func New(cfg config.Private, b *bus.Bus, log *slog.Logger) *Handler {
 	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "private")}
 	// Keep only modest buffers, so one burst does not pin memory.
 	h.out.Min, h.out.Max = 512, 2*flushAt
-	h.msgs.Min, h.msgs.Max = 16, h.cfg.Queue
+	h.msgs.Min, h.msgs.Max = 16, 1024 // a batch is deliverBatch bytes: under 1,024 messages
 	return h
 }
 
@@ -79,6 +89,7 @@ func (h *Handler) Stats() Stats {
 		Sessions:      h.sessions.Load(),
 		Published:     h.published.Load(),
 		Delivered:     h.delivered.Load(),
+		Dropped:       h.dropped.Load(),
 		Rejected:      h.rejected.Load(),
 		Violations:    h.violations.Load(),
 		SlowConsumers: h.slowConsumers.Load(),
@@ -110,16 +121,19 @@ func (s *session) Timer() error {
 // session is one connection's state. The owning worker calls it from one
 // goroutine at a time, so it needs no locks.
 type session struct {
-	h      *Handler
-	conn   protocols.Conn
-	hello  bool
-	device string          // from HELLO, for logs
-	sub    *bus.Subscriber // created on the first SUB
+	h       *Handler
+	conn    protocols.Conn
+	hello   bool
+	waiting bool            // deliveries wait for the output to drain (Writable)
+	device  string          // from HELLO, for logs
+	sub     *bus.Subscriber // created on the first SUB
+	quota   bus.Quota       // new topics this connection added to the cache
 }
 
 var (
 	_ protocols.Session  = (*session)(nil)
 	_ protocols.Notified = (*session)(nil)
+	_ protocols.Writable = (*session)(nil)
 	_ protocols.Timed    = (*session)(nil)
 )
 
@@ -218,7 +232,7 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	}
 	// The bus copies the payload; the topic string is the one allocation
 	// a publish costs here, and the bus keeps it in its cache.
-	err := s.h.bus.Publish(string(m.Topic), m.Data, Source)
+	err := s.h.bus.PublishWithin(&s.quota, string(m.Topic), m.Data, Source)
 	switch {
 	case err == nil:
 		s.h.published.Add(1)
@@ -230,6 +244,10 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 		return s.reject(out, m.MsgID, CodeBadTopic, err.Error())
 	case errors.Is(err, bus.ErrPayloadTooLarge):
 		return s.reject(out, m.MsgID, CodePayloadTooLarge, err.Error())
+	case errors.Is(err, bus.ErrCacheFull):
+		return s.reject(out, m.MsgID, CodeCacheFull, err.Error())
+	case errors.Is(err, bus.ErrTopicQuota):
+		return s.reject(out, m.MsgID, CodeTopicQuota, err.Error())
 	}
 	return s.reject(out, m.MsgID, CodeInternal, err.Error())
 }
@@ -379,58 +397,6 @@ func (s *session) flush(out []byte) ([]byte, error) {
 		return out, fmt.Errorf("%w: %w", CodeSlowConsumer, err)
 	}
 	return out, err
-}
-
-// Notified drains the subscriber and writes its messages as PUB
-// deliveries.
-func (s *session) Notified() (err error) {
-	if s.sub == nil {
-		return nil
-	}
-	defer s.recoverPanic(&err)
-	msgs := s.h.msgs.Get(0)
-	defer s.h.msgs.Put(msgs)
-	*msgs = s.sub.Drain((*msgs)[:0])
-	buf := s.h.out.Get(0)
-	defer s.h.out.Put(buf)
-	out := *buf
-	for i := range *msgs {
-		if out, err = s.appendDelivery(out, &(*msgs)[i]); err != nil {
-			return err
-		}
-	}
-	*buf = out
-	if _, err = s.flush(out); err != nil {
-		return err
-	}
-	if s.sub.Disconnected() { // the bus's Disconnect policy cut us off
-		out, err = s.fatal(out[:0], CodeSlowConsumer, nil)
-		*buf = out
-		_ = s.conn.Write(out)
-		return err
-	}
-	return nil
-}
-
-// appendDelivery encodes one message, flushing first when out is full.
-func (s *session) appendDelivery(out []byte, m *bus.Message) ([]byte, error) {
-	if len(out) >= flushAt {
-		var err error
-		if out, err = s.flush(out); err != nil {
-			return out, err
-		}
-	}
-	var flags uint8
-	if m.Retained {
-		flags = PubRetained
-	}
-	next, err := appendPub(out, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
-	if err != nil { // a source name over 255 bytes: not ours to fix, skip it
-		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
-		return out, nil
-	}
-	s.h.delivered.Add(1)
-	return next, nil
 }
 
 // Closed releases the subscriber.

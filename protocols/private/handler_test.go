@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,11 +15,16 @@ import (
 	"github.com/edgemux/edgemux/route/bus"
 )
 
-// fakeConn captures writes. highWater > 0 makes Write refuse (with
-// ErrBackpressure) anything that would buffer past it, like the gateway.
+// fakeConn captures writes like the gateway's conn: what the socket
+// takes goes to out (the peer), the rest waits in pending (Buffered). The
+// socket takes everything unless stalled; a write while output is pending
+// that would pass highWater (> 0) is refused with ErrBackpressure.
 type fakeConn struct {
 	id        uint64
-	out       bytes.Buffer
+	out       bytes.Buffer // what the peer received
+	pending   []byte       // what the socket has not taken yet
+	stalled   bool         // the peer stopped reading...
+	room      int          // ...after this many more bytes
 	writes    int
 	highWater int
 	closed    bool
@@ -30,7 +36,7 @@ type fakeConn struct {
 func (c *fakeConn) ID() uint64               { return c.id }
 func (c *fakeConn) Peer() netip.AddrPort     { return netip.MustParseAddrPort("127.0.0.1:9") }
 func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
-func (c *fakeConn) Buffered() int            { return c.out.Len() }
+func (c *fakeConn) Buffered() int            { return len(c.pending) }
 func (c *fakeConn) Close(error)              { c.closed = true }
 func (c *fakeConn) Notify()                  { c.notifies.Add(1) }
 func (c *fakeConn) CountDropped(n int)       { c.dropped += n }
@@ -39,12 +45,33 @@ func (c *fakeConn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
 	}
-	if c.highWater > 0 && c.out.Len()+len(p) > c.highWater {
-		return protocols.ErrBackpressure
+	if len(c.pending) > 0 {
+		if c.highWater > 0 && len(c.pending)+len(p) > c.highWater {
+			return protocols.ErrBackpressure
+		}
+		c.writes++
+		c.pending = append(c.pending, p...)
+		return nil
 	}
 	c.writes++
-	c.out.Write(p)
+	take := len(p)
+	if c.stalled {
+		take = min(take, c.room)
+		c.room -= take
+	}
+	c.out.Write(p[:take])
+	c.pending = append(c.pending, p[take:]...)
 	return nil
+}
+
+// stall makes the socket take room more bytes and then nothing.
+func (c *fakeConn) stall(room int) { c.stalled, c.room = true, room }
+
+// resume has the peer read again: the socket takes what is pending.
+func (c *fakeConn) resume() {
+	c.stalled = false
+	c.out.Write(c.pending)
+	c.pending = nil
 }
 
 // frames parses and consumes everything written so far.
@@ -207,6 +234,7 @@ func TestSessionFatal(t *testing.T) {
 		{"bad sub layout", true, AppendFrame(nil, TypeSub, []byte{0, 0, 0, 1, 0, 5}), CodeMalformed, true, ErrMalformed},
 		{"long ping", true, pingFrame("123456789"), CodeMalformed, true, ErrMalformed},
 		{"client ack", true, AppendAck(nil, Ack{MsgID: 1}), CodeUnexpectedType, true, CodeUnexpectedType},
+		{"client dropped", true, AppendDropped(nil, 1), CodeUnexpectedType, true, CodeUnexpectedType},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -326,10 +354,12 @@ func TestSessionPubSub(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("deliveries %+v err %v", got, err)
 	}
+	// Live messages first: retained values are read from the cache as the
+	// subscriber drains, after what is queued (one replay per filter).
 	want := []struct {
 		topic, data string
 		flags       uint8
-	}{{"s/old", "r", PubRetained}, {"s/old", "r", PubRetained}, {"s/new", "live", 0}} // one replay per SUB
+	}{{"s/new", "live", 0}, {"s/old", "r", PubRetained}, {"s/old", "r", PubRetained}}
 	for i, w := range want {
 		p := got[i]
 		if string(p.Topic) != w.topic || string(p.Data) != w.data || p.Flags != w.flags ||
@@ -388,6 +418,10 @@ func TestSessionPipelinedAndPartial(t *testing.T) {
 	}
 }
 
+// TestSessionBackpressure: deliveries to a peer that stopped reading wait
+// in the bus (no slow-consumer close) and resume when the socket drains;
+// answers to requests that would pass the high-water mark end the
+// session with SLOW_CONSUMER.
 func TestSessionBackpressure(t *testing.T) {
 	b := newBus(bus.Options{})
 	h := New(config.Private{}, b, nil)
@@ -396,24 +430,45 @@ func TestSessionBackpressure(t *testing.T) {
 	if err := ts.feed(subFrame(TypeSub, 0, "bp/#")); err != nil {
 		t.Fatal(err)
 	}
-	ts.conn.highWater = 1000 // the peer stopped reading
-	for range 50 {
-		if err := b.Publish("bp/x", make([]byte, 100), "test"); err != nil {
-			t.Fatal(err)
+	ts.conn.stall(1000) // the peer stops reading
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := b.Publish("bp/x", []byte(strconv.Itoa(i)), "test"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	_, err := ts.deliveries()
-	if !errors.Is(err, CodeSlowConsumer) || !errors.Is(err, protocols.ErrBackpressure) {
-		t.Fatalf("err %v", err)
+	publish(0, 50)
+	if err := ts.sess.(protocols.Notified).Notified(); err != nil || ts.conn.Buffered() == 0 {
+		t.Fatalf("err %v, %d bytes pending", err, ts.conn.Buffered())
 	}
-	if h.Stats().SlowConsumers != 1 {
-		t.Fatalf("stats %+v", h.Stats())
+	writes := ts.conn.writes
+	publish(50, 100)
+	if err := ts.sess.(protocols.Notified).Notified(); err != nil || ts.conn.writes != writes {
+		t.Fatalf("wrote to a full socket: err %v, %d writes", err, ts.conn.writes-writes)
+	}
+	ts.conn.resume()
+	if err := ts.sess.(protocols.Writable).Writable(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range ts.conn.frames(t) {
+		p, _ := DecodePub(f.Payload)
+		got = append(got, string(p.Data))
+	}
+	if len(got) != 100 || got[0] != "0" || got[99] != "99" || h.Stats().SlowConsumers != 0 {
+		t.Fatalf("got %d deliveries (%v ... ), stats %+v", len(got), got[:min(3, len(got))], h.Stats())
 	}
 
-	// Backpressure on answers to requests ends the session the same way.
+	// Answers to requests are not held back: past the mark they end it.
 	ts2 := openSession(t, h)
-	ts2.conn.highWater = 5
-	if err := ts2.feed(helloFrame("d")); !errors.Is(err, CodeSlowConsumer) {
+	ts2.hello()
+	ts2.conn.stall(0)
+	ts2.conn.highWater = 30
+	if err := ts2.feed(pingFrame("12345678")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts2.feed(pingFrame("12345678")); !errors.Is(err, CodeSlowConsumer) {
 		t.Fatalf("err %v", err)
 	}
 }

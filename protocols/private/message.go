@@ -219,6 +219,24 @@ func AppendError(dst []byte, code Code, text string) []byte {
 	return finishFrame(dst, start)
 }
 
+// DecodeDropped decodes a DROPPED payload: the count of deliveries lost.
+func DecodeDropped(p []byte) (uint64, error) {
+	r := reader{p: p}
+	n := r.u64()
+	if !r.done(true) {
+		return 0, fmt.Errorf("%w: DROPPED layout", ErrMalformed)
+	}
+	return n, nil
+}
+
+// AppendDropped appends a DROPPED frame saying n deliveries were lost.
+func AppendDropped(dst []byte, n uint64) []byte {
+	start := len(dst)
+	dst = appendHeader(dst, TypeDropped)
+	dst = binary.BigEndian.AppendUint64(dst, n)
+	return finishFrame(dst, start)
+}
+
 // DecodePing checks a PING or PONG payload and returns its token.
 func DecodePing(p []byte) ([]byte, error) {
 	if len(p) > MaxPingToken {

@@ -58,6 +58,7 @@ type Stats struct {
 	Messages          uint64 // data messages received
 	Published         uint64 // pubs accepted by the bus
 	Delivered         uint64 // deliveries staged for the peer
+	Dropped           uint64 // deliveries the bus dropped (a full queue), told to the peer with {"op":"dropped"}
 	Errors            uint64 // {"op":"error"} replies (the connection stays)
 	Violations        uint64 // connections closed with 1002 or 1007
 	TooBig            uint64 // connections closed with 1009
@@ -74,7 +75,7 @@ func (st Stats) Counters() []protocols.Counter {
 		{Name: "sessions", N: st.Sessions}, {Name: "upgrades", N: st.Upgrades}, {Name: "bad_requests", N: st.BadRequests},
 		{Name: "forbidden", N: st.Forbidden}, {Name: "not_found", N: st.NotFound}, {Name: "header_too_large", N: st.HeaderTooLarge},
 		{Name: "handshake_timeouts", N: st.HandshakeTimeouts}, {Name: "messages", N: st.Messages}, {Name: "published", N: st.Published},
-		{Name: "delivered", N: st.Delivered}, {Name: "errors", N: st.Errors}, {Name: "violations", N: st.Violations}, {Name: "too_big", N: st.TooBig},
+		{Name: "delivered", N: st.Delivered}, {Name: "dropped", N: st.Dropped}, {Name: "errors", N: st.Errors}, {Name: "violations", N: st.Violations}, {Name: "too_big", N: st.TooBig},
 		{Name: "peer_closes", N: st.PeerCloses}, {Name: "pong_timeouts", N: st.PongTimeouts}, {Name: "slow_closed", N: st.SlowClosed},
 		{Name: "slow_dropped", N: st.SlowDropped}, {Name: "codecs", N: st.Codecs},
 	}
@@ -83,7 +84,7 @@ func (st Stats) Counters() []protocols.Counter {
 // counters are the atomic twins of Stats.
 type counters struct {
 	sessions, upgrades, badRequests, forbidden, notFound, headerTooLarge atomic.Uint64
-	handshakeTimeouts, messages, published, delivered, errors            atomic.Uint64
+	handshakeTimeouts, messages, published, delivered, dropped, errors   atomic.Uint64
 	violations, tooBig, peerCloses, pongTimeouts, slowClosed, slowDrop   atomic.Uint64
 	codecs                                                               atomic.Uint64
 }
@@ -208,7 +209,7 @@ func (h *Handler) Stats() Stats {
 		BadRequests: n.badRequests.Load(), Forbidden: n.forbidden.Load(),
 		NotFound: n.notFound.Load(), HeaderTooLarge: n.headerTooLarge.Load(),
 		HandshakeTimeouts: n.handshakeTimeouts.Load(), Messages: n.messages.Load(),
-		Published: n.published.Load(), Delivered: n.delivered.Load(), Errors: n.errors.Load(),
+		Published: n.published.Load(), Delivered: n.delivered.Load(), Dropped: n.dropped.Load(), Errors: n.errors.Load(),
 		Violations: n.violations.Load(), TooBig: n.tooBig.Load(), PeerCloses: n.peerCloses.Load(),
 		PongTimeouts: n.pongTimeouts.Load(), SlowClosed: n.slowClosed.Load(), SlowDropped: n.slowDrop.Load(),
 		Codecs: n.codecs.Load(),

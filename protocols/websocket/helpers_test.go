@@ -70,11 +70,13 @@ func trySignal(ch chan struct{}) {
 	}
 }
 
+// Write is the gateway's: a write into an empty buffer always goes ahead,
+// one that would take a non-empty buffer past highWater is refused.
 func (c *fakeConn) Write(p []byte) error {
 	switch {
 	case c.closed:
 		return protocols.ErrClosed
-	case len(c.held)+len(p) > c.highWater:
+	case len(c.held) > 0 && len(c.held)+len(p) > c.highWater:
 		return protocols.ErrBackpressure
 	case c.stall:
 		c.held = append(c.held, p...)
@@ -142,6 +144,16 @@ func (f *feeder) notified() {
 		return
 	}
 	if err := f.sess.(protocols.Notified).Notified(); err != nil {
+		f.conn.Close(err)
+	}
+}
+
+// writable is the worker's call once buffered output is written.
+func (f *feeder) writable() {
+	if f.conn.closed {
+		return
+	}
+	if err := f.sess.(protocols.Writable).Writable(); err != nil {
 		f.conn.Close(err)
 	}
 }

@@ -34,6 +34,8 @@ const (
 	CodeBinary      = "binary"        // a binary message: JSON goes in text messages
 	CodeUnavailable = "unavailable"   // the bus refused (its subscriber limit)
 	CodeForbidden   = "forbidden"     // a "$" topic: the gateway's own (pub), operators only (sub)
+	CodeCacheFull   = "cache-full"    // pub to a new topic while the last-value cache is full (bus.max_topics)
+	CodeTopicQuota  = "topic-quota"   // pub to a new topic past this connection's bus.topic_quota
 )
 
 // pongReply answers {"op":"ping"}; a variable, so replying allocates nothing.
@@ -67,7 +69,7 @@ func (s *session) publish(req request) error {
 	if protocols.GatewayTopic(req.Topic) {
 		return s.replyError(CodeForbidden, "topics starting with $ are the gateway's own")
 	}
-	err := s.h.bus.Publish(req.Topic, busValue(req.Data), Source)
+	err := s.h.bus.PublishWithin(&s.quota, req.Topic, busValue(req.Data), Source)
 	switch {
 	case err == nil:
 		s.h.n.published.Add(1)
@@ -76,6 +78,10 @@ func (s *session) publish(req request) error {
 		return s.replyError(CodeBadTopic, err.Error())
 	case errors.Is(err, bus.ErrPayloadTooLarge):
 		return s.replyError(CodeTooLarge, err.Error())
+	case errors.Is(err, bus.ErrCacheFull):
+		return s.replyError(CodeCacheFull, err.Error())
+	case errors.Is(err, bus.ErrTopicQuota):
+		return s.replyError(CodeTopicQuota, err.Error())
 	}
 	return s.replyError(CodeUnavailable, err.Error())
 }
@@ -101,8 +107,9 @@ func busValue(data json.RawMessage) []byte {
 	return []byte(text)
 }
 
-// subscribe adds a filter; the bus queues the retained values it matches
-// at once, unless retained is false.
+// subscribe adds a filter; the bus replays the retained values it matches
+// as the session drains, unless retained is false. A filter already held
+// only takes the new retained flag: nothing is replayed again.
 func (s *session) subscribe(filter string, retained bool) error {
 	if protocols.GatewayTopic(filter) && !s.isOperator() {
 		return s.replyError(CodeForbidden, "the gateway's own $ topics are for operators only (admin.operator)")
@@ -123,7 +130,11 @@ func (s *session) subscribe(filter string, retained bool) error {
 	} else {
 		s.subs[i].retained = retained
 	}
-	err := s.sub.Subscribe(filter)
+	subscribe := s.sub.Subscribe
+	if !retained {
+		subscribe = s.sub.SubscribeLive
+	}
+	err := subscribe(filter)
 	if err == nil {
 		return nil
 	}
@@ -172,45 +183,6 @@ func (s *session) dropIdleSubscriber() {
 func (s *session) slowSubscriber() error {
 	s.h.n.slowClosed.Add(1)
 	return s.closeWith(ClosePolicy, "slow consumer", fmt.Errorf("%w: cut off by the bus", ErrSlowConsumer))
-}
-
-// Notified drains the subscription and stages the deliveries, flushing
-// every flushAt bytes.
-func (s *session) Notified() (err error) {
-	if s.closing || s.sub == nil {
-		return nil
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = s.panicked(r)
-		}
-		err = s.end(err)
-	}()
-	if s.sub.Disconnected() {
-		return s.slowSubscriber()
-	}
-	if s.operatorChanged() {
-		return s.closeWith(ClosePolicy, "operator access changed", ErrOperatorChanged)
-	}
-	msgs := s.h.msgs.Get(0)
-	defer s.h.msgs.Put(msgs)
-	*msgs = s.sub.Drain((*msgs)[:0])
-	js := s.h.buf.Get(512)
-	defer s.h.buf.Put(js)
-	for i := range *msgs {
-		m := &(*msgs)[i]
-		if !s.wanted(m) {
-			continue
-		}
-		*js = appendDelivery((*js)[:0], m)
-		if err := s.writeText(*js, true); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // wanted filters out retained values that only filters subscribed with

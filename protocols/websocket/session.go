@@ -30,11 +30,13 @@ type session struct {
 	subs []subscription
 	scan Scanner
 
-	missed    uint8  // pings sent since the peer last sent a frame
-	upgraded  bool   // the handshake is done: frames follow
-	closing   bool   // an HTTP error or close frame is staged: handle nothing more
-	goingAway bool   // the close frame is Drain's: the peer's answer ends the connection
-	operator  uint32 // the operator check's epoch that admitted the handshake; 0 = not an operator
+	missed    uint8     // pings sent since the peer last sent a frame
+	upgraded  bool      // the handshake is done: frames follow
+	closing   bool      // an HTTP error or close frame is staged: handle nothing more
+	goingAway bool      // the close frame is Drain's: the peer's answer ends the connection
+	waiting   bool      // deliveries wait for the output to drain (Writable)
+	quota     bus.Quota // new topics this connection added to the bus's cache (4 bytes)
+	operator  uint32    // the operator check's epoch that admitted the handshake; 0 = not an operator
 }
 
 // subscription is one filter and whether it wants retained values.
@@ -46,6 +48,7 @@ type subscription struct {
 var (
 	_ protocols.Session  = (*session)(nil)
 	_ protocols.Notified = (*session)(nil)
+	_ protocols.Writable = (*session)(nil)
 	_ protocols.Timed    = (*session)(nil)
 )
 
@@ -486,6 +489,17 @@ func (s *session) writeText(p []byte, delivery bool) error {
 			return err
 		}
 	}
+	if err := s.stage(p, delivery); err != nil {
+		return err
+	}
+	if len(s.l.out) >= flushAt {
+		return s.flush()
+	}
+	return nil
+}
+
+// stage frames one text message into the staging buffer.
+func (s *session) stage(p []byte, delivery bool) error {
 	l := s.l
 	if err := l.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
 		return fmt.Errorf("%w: %w", ErrInternal, err)
@@ -493,9 +507,6 @@ func (s *session) writeText(p []byte, delivery bool) error {
 	l.batch++
 	if delivery {
 		l.deliveries++
-	}
-	if len(l.out) >= flushAt {
-		return s.flush()
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -441,51 +442,133 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func TestSlowConsumerClose(t *testing.T) {
-	b := bus.New(bus.Options{})
-	h := New(config.WebSocket{HighWater: 2048}, b, nil)
-	o := newOffline(t, h)
-	o.send(`{"op":"sub","topic":"t"}`)
-	o.conn.stall = true
-	for range 100 {
-		b.Publish("t", bytes.Repeat([]byte("x"), 50), "private")
+// Deliveries to a peer that stopped reading wait in the bus, not in the
+// output buffer: no slow-consumer close, no drop; they resume, in order,
+// when the socket drains.
+func TestDeliveriesWaitForTheSocket(t *testing.T) {
+	for _, policy := range []string{"close", "drop"} {
+		b := bus.New(bus.Options{})
+		h := New(config.WebSocket{HighWater: 2048, SlowConsumer: policy}, b, nil)
+		o := newOffline(t, h)
+		o.send(`{"op":"sub","topic":"t"}`)
+		o.conn.stall = true
+		for i := range 1000 {
+			b.Publish("t", fmt.Appendf(nil, "%d", i), "private")
+		}
+		o.notified()
+		held := o.conn.Buffered()
+		if o.conn.closed || held == 0 || held > 2*deliverBatch {
+			t.Fatalf("%s: closed %v (%v), %d bytes held", policy, o.conn.closed, o.conn.reason, held)
+		}
+		o.notified()
+		if o.conn.Buffered() != held {
+			t.Fatalf("%s: wrote to a full socket", policy)
+		}
+		for o.conn.Buffered() > 0 {
+			o.conn.unstall() // the peer reads again
+			o.writable()
+		}
+		var got []string
+		for _, f := range o.frames(t) {
+			var d struct{ Data int }
+			if err := json.Unmarshal([]byte(f.payload), &d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprint(d.Data))
+		}
+		if st := h.Stats(); len(got) != 1000 || got[999] != "999" || st.SlowClosed+st.SlowDropped+st.Dropped != 0 {
+			t.Fatalf("%s: got %d deliveries, stats %+v", policy, len(got), st)
+		}
 	}
-	o.notified()
+}
+
+// Replies the peer does not read pass the high-water mark: close 1008.
+func TestSlowConsumerClose(t *testing.T) {
+	h := New(config.WebSocket{HighWater: 2048}, bus.New(bus.Options{}), nil)
+	o := newOffline(t, h)
+	o.conn.stall = true
+	o.feed(bytes.Repeat(clientFrame(finText, []byte(`{"op":"ping"}`)), 300))
 	if !o.conn.closed || !errors.Is(o.conn.reason, ErrSlowConsumer) {
 		t.Fatalf("closed=%v reason=%v", o.conn.closed, o.conn.reason)
 	}
-	if st := h.Stats(); st.SlowClosed != 1 || st.Delivered == 0 || st.Delivered >= 100 {
+	if st := h.Stats(); st.SlowClosed != 1 {
 		t.Errorf("stats = %+v", st)
 	}
 }
 
+// Under the drop policy those replies are dropped and counted instead.
 func TestSlowConsumerDrop(t *testing.T) {
-	b := bus.New(bus.Options{})
-	h := New(config.WebSocket{HighWater: 2048, SlowConsumer: "drop"}, b, nil)
+	h := New(config.WebSocket{HighWater: 2048, SlowConsumer: "drop"}, bus.New(bus.Options{}), nil)
 	o := newOffline(t, h)
-	o.send(`{"op":"sub","topic":"t"}`)
 	o.conn.stall = true
-	for range 100 {
-		b.Publish("t", bytes.Repeat([]byte("x"), 50), "private")
-	}
-	o.notified()
+	o.feed(bytes.Repeat(clientFrame(finText, []byte(`{"op":"ping"}`)), 300))
 	st := h.Stats()
-	if o.conn.closed || st.SlowDropped == 0 || st.Delivered+st.SlowDropped != 100 {
-		t.Fatalf("closed=%v (%v), stats = %+v", o.conn.closed, o.conn.reason, st)
+	if o.conn.closed || st.SlowDropped == 0 || o.conn.Buffered() > 2048 {
+		t.Fatalf("closed=%v (%v), %d buffered, stats = %+v", o.conn.closed, o.conn.reason, o.conn.Buffered(), st)
 	}
-	if o.conn.Buffered() > 2048 {
-		t.Errorf("buffered %d past the high-water mark", o.conn.Buffered())
-	}
-	o.conn.unstall() // the peer reads again: deliveries resume
-	b.Publish("t", []byte("1"), "private")
-	o.notified()
+	o.conn.unstall()
+	o.send(`{"op":"ping"}`)
 	frames := o.frames(t)
-	last := frames[len(frames)-1]
-	if last.op != OpText || !strings.Contains(last.payload, `"data":1,`) {
+	if last := frames[len(frames)-1]; last.payload != `{"op":"pong"}` || o.conn.closed {
 		t.Errorf("last frame after unstall = %+v", last)
 	}
-	if got := h.Stats(); got.SlowDropped != st.SlowDropped || o.conn.closed {
-		t.Errorf("after unstall: stats = %+v, closed %v", got, o.conn.closed)
+}
+
+// What a full queue dropped is told before the next delivery.
+func TestDropNotice(t *testing.T) {
+	b := bus.New(bus.Options{Queue: 4})
+	h := New(config.WebSocket{}, b, nil)
+	o := newOffline(t, h)
+	o.send(`{"op":"sub","topic":"d"}`)
+	for i := range 10 {
+		b.Publish("d", fmt.Appendf(nil, "%d", i), "private")
+	}
+	o.notified()
+	frames := o.frames(t)
+	if len(frames) != 5 || frames[0].payload != `{"op":"dropped","count":6}` || !strings.Contains(frames[1].payload, `"data":6,`) {
+		t.Fatalf("frames %+v", frames)
+	}
+	if o.conn.dropped != 6 || h.Stats().Dropped != 6 {
+		t.Fatalf("counted %d per connection, stats %+v", o.conn.dropped, h.Stats())
+	}
+}
+
+// A pub whose value the cache cannot keep gets an error object:
+// topic-quota past the connection's quota, cache-full when the cache is.
+func TestPubRefusals(t *testing.T) {
+	b := bus.New(bus.Options{MaxTopics: 3, TopicQuota: 2})
+	h := New(config.WebSocket{}, b, nil)
+	o := newOffline(t, h)
+	o.send(`{"op":"pub","topic":"a","data":1}`)
+	o.send(`{"op":"pub","topic":"b","data":1}`)
+	o.send(`{"op":"pub","topic":"c","data":1}`)
+	other := newOffline(t, h)
+	other.send(`{"op":"pub","topic":"c","data":1}`)
+	other.send(`{"op":"pub","topic":"d","data":1}`)
+	o.send(`{"op":"pub","topic":"a","data":2}`)
+	if f := o.frames(t); len(f) != 1 || !strings.Contains(f[0].payload, `"code":"topic-quota"`) {
+		t.Fatalf("first connection: %+v", f)
+	}
+	if f := other.frames(t); len(f) != 1 || !strings.Contains(f[0].payload, `"code":"cache-full"`) {
+		t.Fatalf("second connection: %+v", f)
+	}
+	if m, _ := b.Get("a"); string(m.Payload) != "2" {
+		t.Fatalf("a = %q", m.Payload)
+	}
+}
+
+// A sub of a filter the connection holds replays nothing again.
+func TestRepeatedSubDoesNotReplay(t *testing.T) {
+	b := bus.New(bus.Options{})
+	b.Publish("r/1", []byte("1"), "private")
+	h := New(config.WebSocket{}, b, nil)
+	o := newOffline(t, h)
+	for range 3 {
+		o.send(`{"op":"sub","topic":"r/#"}`)
+	}
+	o.notified()
+	if f := o.frames(t); len(f) != 1 || !strings.Contains(f[0].payload, `"retained":true`) {
+		t.Fatalf("frames %+v", f)
 	}
 }
 

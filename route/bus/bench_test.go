@@ -15,7 +15,7 @@ var benchFilters = []string{"plant/line1/temp", "plant/+/temp", "plant/#", "#"}
 // (DropOldest evicting) is what gets measured.
 func fanOutBus(tb testing.TB, n int) (*Bus, []byte) {
 	tb.Helper()
-	b := New(Options{MaxSubscribers: n + 1})
+	b := New(Options{MaxSubscribers: n + 1, Queue: 256})
 	for i := range n {
 		s, err := b.NewSubscriber(func() {})
 		if err != nil {
@@ -99,7 +99,7 @@ func BenchmarkPublishDrain(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i%64 == 63 {
-			buf = s.Drain(buf[:0])
+			buf = s.Drain(buf[:0], 0).Msgs
 		}
 	}
 }

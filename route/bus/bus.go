@@ -1,15 +1,25 @@
 // Package bus is the topic bus behind every protocol: publishers on any
 // protocol reach subscribers on every other, and a last-value cache (LVC)
 // keeps the newest message of each topic so a late reader can Get it and a
-// new subscription receives it at once, like an MQTT retained message.
+// new subscription receives it, like an MQTT retained message.
 //
 // Topics and filters follow MQTT: levels separated by "/", "+" matches one
 // level, a final "#" matches the rest, and "$" topics escape top-level
 // wildcards. Subscriptions live in a trie under a read-write lock, so a
 // Publish takes only a read lock to find its subscribers; the LVC is
 // sharded by topic hash so publishers on different topics rarely meet on
-// one lock. Every subscriber has its own bounded queue: a publisher never
-// blocks, and when a queue is full the drop policy decides who loses.
+// one lock (cache.go).
+//
+// The bus never returns a wrong value and never loses one silently. A
+// publish whose value cannot be kept (a new topic in a full cache, or past
+// its publisher's quota of new topics) is refused with an error, never
+// half done; topics reserved for what the configuration serves always keep
+// their value. Every subscriber has its own queue, bounded in messages and
+// in bytes: a publisher never blocks, and when a queue is full the drop
+// policy decides who loses, counted per subscriber and reported by the
+// next Drain so the owner can tell its peer. A new subscription's retained
+// values are not queued at once: Drain reads them from the cache a bounded
+// piece at a time, as the subscriber takes them (replay.go).
 //
 // Lock order, outermost first: the trie lock, an LVC shard lock, a
 // subscriber's queue lock. Notify callbacks run with no lock held.
@@ -20,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +47,8 @@ var (
 	ErrTooManySubscribers = errors.New("bus: too many subscribers")
 	ErrClosed             = errors.New("bus: subscriber closed")
 	ErrInvalidDropPolicy  = errors.New("bus: invalid drop policy")
+	ErrCacheFull          = errors.New("bus: last-value cache full")
+	ErrTopicQuota         = errors.New("bus: quota of new topics spent")
 )
 
 // Message is one published value. Its Payload belongs to the bus once
@@ -46,8 +59,15 @@ type Message struct {
 	Src      string // protocol it came from: "private", "modbus", "coap", "ws", ...
 	TS       int64  // unix nanoseconds at publish (from Options.Now)
 	Seq      uint64 // bus-wide publish sequence, starting at 1
-	Retained bool   // delivered from the LVC by Subscribe, not live
+	Retained bool   // replayed from the LVC for a new subscription, not live
 }
+
+// msgOverhead is what a queued message costs besides its topic and
+// payload: its slot in the queue.
+const msgOverhead = int(unsafe.Sizeof(Message{}))
+
+// size is what m counts against a queue's byte limit.
+func (m *Message) size() int { return msgOverhead + len(m.Topic) + len(m.Payload) }
 
 // DropPolicy says what happens when a subscriber's queue is full.
 type DropPolicy uint8
@@ -86,18 +106,22 @@ func (p DropPolicy) String() string {
 // Defaults for zero (or negative) Options fields.
 const (
 	DefaultMaxTopics      = 100000
+	DefaultTopicQuota     = 1000
 	DefaultMaxPayload     = 65536
-	DefaultQueue          = 256
+	DefaultQueue          = 65536
+	DefaultQueueBytes     = 4 << 20
 	DefaultMaxFilters     = 64
 	DefaultMaxSubscribers = 100000
 )
 
 // Options limit the bus. Zero fields take the defaults above.
 type Options struct {
-	MaxTopics      int          // retained topics; past it new topics are published but not retained
+	MaxTopics      int          // cached topics, reserved ones aside; a publish that would add one more is refused (ErrCacheFull)
+	TopicQuota     int          // new topics one Quota (a connection) may add to the cache (ErrTopicQuota)
 	MaxPayload     int          // bytes per message
 	MaxTopicLen    int          // bytes per topic or filter (at most 65535); levels are capped at MaxLevels
 	Queue          int          // messages per subscriber queue
+	QueueBytes     int          // bytes per subscriber queue: topic, payload and 80 bytes of slot per message
 	MaxFilters     int          // filters per subscriber
 	MaxSubscribers int          // subscribers in all
 	Drop           DropPolicy   // for every subscriber's full queue; unknown values mean DropOldest
@@ -111,6 +135,9 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	orDefault(&o.MaxTopics, DefaultMaxTopics)
+	orDefault(&o.TopicQuota, DefaultTopicQuota)
+	o.TopicQuota = min(o.TopicQuota, math.MaxInt32) // Quota counts in 32 bits
+	orDefault(&o.QueueBytes, DefaultQueueBytes)
 	orDefault(&o.MaxPayload, DefaultMaxPayload)
 	orDefault(&o.MaxTopicLen, DefaultMaxTopicLen)
 	orDefault(&o.Queue, DefaultQueue)
@@ -129,24 +156,19 @@ func (o Options) withDefaults() Options {
 // Stats are the bus counters since New.
 type Stats struct {
 	Published    uint64 // messages accepted by Publish
-	Rejected     uint64 // Publish calls refused (bad topic, payload too large)
-	Delivered    uint64 // messages queued to subscribers, retained ones included
+	Rejected     uint64 // Publish calls refused for bad input (bad topic, payload too large)
+	CacheFull    uint64 // Publish calls refused: a new topic, and the cache at MaxTopics
+	OverQuota    uint64 // Publish calls refused: a new topic past the publisher's TopicQuota
+	Delivered    uint64 // messages queued to subscribers, and retained values replayed to them
 	Dropped      uint64 // messages subscribers lost to their drop policy
 	Disconnected uint64 // subscribers cut off by the Disconnect policy
-	Unretained   uint64 // publishes to new topics past MaxTopics, not cached
 	Subscribers  int    // live subscribers
-	Topics       int    // topics in the last-value cache
+	Topics       int    // cached topics counted against MaxTopics (reserved ones aside)
+	Reserved     int    // reserved topics, with or without a value
 }
 
 // shardCount spreads the LVC over this many locks; a power of two.
 const shardCount = 64
-
-// shard is one slice of the LVC, padded to its own cache line.
-type shard struct {
-	mu sync.RWMutex
-	m  map[string]Message
-	_  [64 - unsafe.Sizeof(sync.RWMutex{}) - unsafe.Sizeof(map[string]Message(nil))]byte // 32 on 64-bit, 36 on 32-bit targets
-}
 
 // Bus is the topic bus. Its methods are safe for concurrent use.
 type Bus struct {
@@ -158,23 +180,28 @@ type Bus struct {
 
 	shards [shardCount]shard
 
+	resMu    sync.Mutex
+	reserved map[string][]string // owner -> its reserved topics, sorted
+
 	seq          atomic.Uint64
 	topics       atomic.Int64
+	reservedN    atomic.Int64
 	subscribers  atomic.Int64
 	nextSubID    atomic.Uint64
 	published    atomic.Uint64
 	rejected     atomic.Uint64
+	cacheFull    atomic.Uint64
+	overQuota    atomic.Uint64
 	delivered    atomic.Uint64
 	dropped      atomic.Uint64
 	disconnected atomic.Uint64
-	unretained   atomic.Uint64
 }
 
 // New returns an empty bus; zero Options fields take their defaults.
 func New(o Options) *Bus {
-	b := &Bus{opt: o.withDefaults(), seed: maphash.MakeSeed()}
+	b := &Bus{opt: o.withDefaults(), seed: maphash.MakeSeed(), reserved: map[string][]string{}}
 	for i := range b.shards {
-		b.shards[i].m = make(map[string]Message)
+		b.shards[i].m = make(map[string]*entry)
 	}
 	return b
 }
@@ -182,11 +209,21 @@ func New(o Options) *Bus {
 // Options returns the options in effect, defaults filled in.
 func (b *Bus) Options() Options { return b.opt }
 
-// Publish validates the topic and payload, copies the payload once,
-// records the message as the topic's last value and queues it to every
-// matching subscriber (once each, however many of its filters match). It
-// never blocks on a subscriber: full queues follow the drop policy.
+// Publish is PublishWithin without a quota, for the gateway's own
+// publishers (its stats, say); connections publish within theirs.
 func (b *Bus) Publish(topic string, payload []byte, src string) error {
+	return b.PublishWithin(nil, topic, payload, src)
+}
+
+// PublishWithin validates the topic and payload, records the message as
+// the topic's last value and queues it to every matching subscriber (once
+// each, however many of its filters match). It never blocks on a
+// subscriber: full queues follow the drop policy. A message whose value
+// the cache cannot keep is refused whole, neither cached nor delivered:
+// ErrCacheFull for a new topic when the cache is full, ErrTopicQuota for
+// a new topic past q's quota (q may be nil: no quota). Reserved topics are
+// never refused for either. The payload is copied once.
+func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) error {
 	if err := validTopic(topic, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		b.rejected.Add(1)
 		return err
@@ -204,42 +241,22 @@ func (b *Bus) Publish(topic string, payload []byte, src string) error {
 	// Subscribe (write lock) splits publishes cleanly into those it must
 	// replay from the cache and those that will reach it live.
 	b.trieMu.RLock()
-	b.store(&m)
-	b.root.collect(topic, c)
+	err := b.store(&m, q)
+	if err == nil {
+		b.root.collect(topic, c)
+	}
 	b.trieMu.RUnlock()
-	b.fanOut(&m, c)
+	if err == nil {
+		b.fanOut(&m, c)
+		b.published.Add(1)
+	}
 	c.reset()
 	collectorPool.Put(c)
-	b.published.Add(1)
-	return nil
+	return err
 }
 
 func (b *Bus) shardFor(topic string) *shard {
 	return &b.shards[maphash.String(b.seed, topic)&(shardCount-1)]
-}
-
-// store assigns the sequence number and updates the LVC. Assigning the
-// sequence under the shard lock keeps each topic's cached value the one
-// with the highest sequence.
-func (b *Bus) store(m *Message) {
-	sh := b.shardFor(m.Topic)
-	sh.mu.Lock()
-	m.Seq = b.seq.Add(1)
-	if _, ok := sh.m[m.Topic]; ok || b.reserveTopic() {
-		sh.m[m.Topic] = *m
-	} else {
-		b.unretained.Add(1)
-	}
-	sh.mu.Unlock()
-}
-
-// reserveTopic counts a new cached topic unless MaxTopics is reached.
-func (b *Bus) reserveTopic() bool {
-	if b.topics.Add(1) <= int64(b.opt.MaxTopics) {
-		return true
-	}
-	b.topics.Add(-1)
-	return false
 }
 
 // fanOut queues m to the collected subscribers, outside the trie lock so
@@ -289,105 +306,19 @@ func (t *tally) flush(b *Bus) {
 	}
 }
 
-// Get returns the last value published on topic.
-func (b *Bus) Get(topic string) (Message, bool) {
-	sh := b.shardFor(topic)
-	sh.mu.RLock()
-	m, ok := sh.m[topic]
-	sh.mu.RUnlock()
-	return m, ok
-}
-
-// Forget removes topic from the LVC, freeing its place under MaxTopics.
-// It reports whether the topic was cached.
-func (b *Bus) Forget(topic string) bool {
-	sh := b.shardFor(topic)
-	sh.mu.Lock()
-	_, ok := sh.m[topic]
-	if ok {
-		delete(sh.m, topic)
-		b.topics.Add(-1)
-	}
-	sh.mu.Unlock()
-	return ok
-}
-
-// Retained calls fn with each cached last value matching filter, until fn
-// returns false. fn runs with no lock held, so it may publish; values
-// published meanwhile may or may not be seen. An invalid filter matches
-// nothing. Order is unspecified.
-func (b *Bus) Retained(filter string, fn func(Message) bool) {
-	if validFilter(filter, b.opt.MaxTopicLen, MaxLevels) != nil {
-		return
-	}
-	if !hasWildcard(filter) {
-		if m, ok := b.Get(filter); ok {
-			fn(m)
-		}
-		return
-	}
-	var batch []Message
-	for i := range b.shards {
-		sh := &b.shards[i]
-		sh.mu.RLock()
-		for topic, m := range sh.m {
-			if matchValid(filter, topic) {
-				batch = append(batch, m)
-			}
-		}
-		sh.mu.RUnlock()
-		for _, m := range batch {
-			if !fn(m) {
-				return
-			}
-		}
-		clear(batch)
-		batch = batch[:0]
-	}
-}
-
-// eachRetainedLocked is Retained for the bus itself: fn runs under the
-// shard lock, so no publish to that shard can slip between the read and
-// what fn does with it. fn must not take bus locks.
-func (b *Bus) eachRetainedLocked(filter string, fn func(Message) bool) {
-	if !hasWildcard(filter) {
-		sh := b.shardFor(filter)
-		sh.mu.RLock()
-		if m, ok := sh.m[filter]; ok {
-			fn(m)
-		}
-		sh.mu.RUnlock()
-		return
-	}
-	for i := range b.shards {
-		sh := &b.shards[i]
-		sh.mu.RLock()
-		more := true
-		for topic, m := range sh.m {
-			if matchValid(filter, topic) {
-				if more = fn(m); !more {
-					break
-				}
-			}
-		}
-		sh.mu.RUnlock()
-		if !more {
-			return
-		}
-	}
-}
-
 // Stats returns a snapshot of the counters.
 func (b *Bus) Stats() Stats {
 	return Stats{
 		Published:    b.published.Load(),
 		Rejected:     b.rejected.Load(),
+		CacheFull:    b.cacheFull.Load(),
+		OverQuota:    b.overQuota.Load(),
 		Delivered:    b.delivered.Load(),
 		Dropped:      b.dropped.Load(),
 		Disconnected: b.disconnected.Load(),
-		Unretained:   b.unretained.Load(),
 		Subscribers:  int(b.subscribers.Load()),
 		Topics:       int(b.topics.Load()),
+		Reserved:     int(b.reservedN.Load()),
 	}
 }
 

@@ -45,10 +45,13 @@ func mustPublish(t testing.TB, b *Bus, topic, payload string) {
 	}
 }
 
+// drainAll takes everything a subscriber has, its replays to the end.
+func drainAll(s *Subscriber) []Message { return s.Drain(nil, 0).Msgs }
+
 // payloads returns the drained payloads as strings, "topic=payload".
 func payloads(s *Subscriber) []string {
 	var out []string
-	for _, m := range s.Drain(nil) {
+	for _, m := range drainAll(s) {
 		out = append(out, m.Topic+"="+string(m.Payload))
 	}
 	return out
@@ -91,8 +94,8 @@ func TestParseDropPolicy(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	o := New(Options{MaxTopicLen: 1 << 20, Queue: -1, Drop: 9}).Options()
 	want := Options{
-		MaxTopics: DefaultMaxTopics, MaxPayload: DefaultMaxPayload, MaxTopicLen: maxTopicLenCap,
-		Queue: DefaultQueue, MaxFilters: DefaultMaxFilters, MaxSubscribers: DefaultMaxSubscribers,
+		MaxTopics: DefaultMaxTopics, TopicQuota: DefaultTopicQuota, MaxPayload: DefaultMaxPayload, MaxTopicLen: maxTopicLenCap,
+		Queue: DefaultQueue, QueueBytes: DefaultQueueBytes, MaxFilters: DefaultMaxFilters, MaxSubscribers: DefaultMaxSubscribers,
 	}
 	if o.Now == nil {
 		t.Fatal("no default clock")
@@ -103,9 +106,15 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 }
 
-func TestShardIsOneCacheLine(t *testing.T) {
-	if size := unsafe.Sizeof(shard{}); size != 64 {
-		t.Fatalf("shard is %d bytes, want 64", size)
+func TestSubscriberPacks(t *testing.T) {
+	if size := unsafe.Sizeof(Subscriber{}); size > 160 {
+		t.Fatalf("Subscriber is %d bytes, want at most 160 (every subscribed connection has one)", size)
+	}
+}
+
+func TestShardIsTwoCacheLines(t *testing.T) {
+	if size := unsafe.Sizeof(shard{}); size != 128 {
+		t.Fatalf("shard is %d bytes, want 128", size)
 	}
 }
 
@@ -172,7 +181,7 @@ func TestPayloadCopiedOnceAndShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	src[0] = 'J'
-	m1, m2 := s1.Drain(nil), s2.Drain(nil)
+	m1, m2 := drainAll(s1), drainAll(s2)
 	got, _ := b.Get("x")
 	if string(m1[1].Payload) != "hello" || string(got.Payload) != "hello" {
 		t.Fatalf("payload changed with the caller's buffer: %q", m1[1].Payload)
@@ -186,25 +195,108 @@ func TestPayloadCopiedOnceAndShared(t *testing.T) {
 	}
 }
 
+// A full cache refuses a publish to a new topic whole: not cached, not
+// delivered, counted; known topics go on.
 func TestMaxTopics(t *testing.T) {
 	b := newTestBus(t, Options{MaxTopics: 2})
 	s := mustSub(t, b, nil, "#")
 	for _, topic := range []string{"a", "b", "c", "a", "c"} {
-		mustPublish(t, b, topic, "v")
+		err := b.Publish(topic, []byte("v"), "test")
+		if want := topic == "c"; errors.Is(err, ErrCacheFull) != want {
+			t.Fatalf("Publish(%q) = %v", topic, err)
+		}
 	}
 	if _, ok := b.Get("c"); ok {
 		t.Fatal("topic past MaxTopics was cached")
 	}
-	if n := len(s.Drain(nil)); n != 5 {
-		t.Fatalf("subscriber got %d messages, want all 5", n)
+	if got := payloads(s); !equalStrings(got, []string{"a=v", "b=v", "a=v"}) {
+		t.Fatalf("subscriber got %v, want the 3 accepted messages", got)
 	}
-	if st := b.Stats(); st.Topics != 2 || st.Unretained != 2 {
-		t.Fatalf("stats = %+v, want Topics 2, Unretained 2", st)
+	if st := b.Stats(); st.Topics != 2 || st.CacheFull != 2 || st.Published != 3 {
+		t.Fatalf("stats = %+v, want Topics 2, CacheFull 2, Published 3", st)
 	}
 	b.Forget("a")
 	mustPublish(t, b, "c", "v")
 	if _, ok := b.Get("c"); !ok {
 		t.Fatal("Forget did not free a place in the cache")
+	}
+}
+
+// One Quota adds at most TopicQuota new topics; known topics and other
+// publishers go on, and a nil quota is unlimited.
+func TestTopicQuota(t *testing.T) {
+	b := newTestBus(t, Options{TopicQuota: 2})
+	var q, other Quota
+	for i, topic := range []string{"a", "b", "c", "a"} {
+		err := b.PublishWithin(&q, topic, []byte("v"), "test")
+		if want := i == 2; errors.Is(err, ErrTopicQuota) != want {
+			t.Fatalf("PublishWithin(%q) = %v", topic, err)
+		}
+	}
+	if err := b.PublishWithin(&other, "c", nil, "test"); err != nil {
+		t.Fatalf("another quota: %v", err)
+	}
+	if err := b.PublishWithin(&q, "c", nil, "test"); err != nil {
+		t.Fatalf("a topic another publisher added: %v", err)
+	}
+	for i := range 10 {
+		mustPublish(t, b, fmt.Sprint("free/", i), "v")
+	}
+	if st := b.Stats(); q.Added() != 2 || other.Added() != 1 || st.OverQuota != 1 || st.Topics != 13 {
+		t.Fatalf("added %d and %d, stats %+v", q.Added(), other.Added(), st)
+	}
+}
+
+// Reserved topics keep their values in a full cache, count apart, and
+// fall back to ordinary topics when released.
+func TestReserve(t *testing.T) {
+	b := newTestBus(t, Options{MaxTopics: 2})
+	mustPublish(t, b, "tag/1", "old")
+	if err := b.Reserve("cfg", []string{"tag/1", "tag/2", "tag/2"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Topics != 0 || st.Reserved != 2 {
+		t.Fatalf("after Reserve: %+v", st)
+	}
+	mustPublish(t, b, "junk/1", "x")
+	mustPublish(t, b, "junk/2", "x")
+	if err := b.Publish("junk/3", nil, "test"); !errors.Is(err, ErrCacheFull) {
+		t.Fatalf("third junk topic: %v", err)
+	}
+	if _, ok := b.Get("tag/2"); ok {
+		t.Fatal("a reserved topic without a value has one")
+	}
+	var q Quota
+	q.added = 1 << 20 // a spent quota does not matter either
+	if err := b.PublishWithin(&q, "tag/2", []byte("42"), "test"); err != nil {
+		t.Fatalf("reserved topic in a full cache: %v", err)
+	}
+	if m, ok := b.Get("tag/2"); !ok || string(m.Payload) != "42" || !b.Reserved("tag/2") {
+		t.Fatalf("reserved value: %+v %v", m, ok)
+	}
+	if b.Forget("tag/2"); !b.Reserved("tag/2") {
+		t.Fatal("Forget released a reservation")
+	}
+	if err := b.Reserve("other", []string{"tag/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reserve("cfg", []string{"tag/1"}); err != nil { // tag/2 released: no value, gone
+		t.Fatal(err)
+	}
+	if err := b.Reserve("cfg", nil); err != nil || !b.Reserved("tag/1") {
+		t.Fatalf("tag/1 is still reserved by other: %v", err)
+	}
+	if err := b.Reserve("other", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Reserved != 0 || st.Topics != 3 || b.Reserved("tag/1") {
+		t.Fatalf("after release: %+v; tag/1 keeps its value as an ordinary topic", st)
+	}
+	if m, ok := b.Get("tag/1"); !ok || string(m.Payload) != "old" {
+		t.Fatalf("released tag/1: %+v %v", m, ok)
+	}
+	if err := b.Reserve("bad", []string{"ok", "a/#"}); !errors.Is(err, ErrInvalidTopic) || b.Reserved("ok") {
+		t.Fatalf("invalid topic: %v", err)
 	}
 }
 
@@ -225,7 +317,7 @@ func TestRetainedOnSubscribe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := mustSub(t, b, nil, tt.filter)
-		msgs := s.Drain(nil)
+		msgs := drainAll(s)
 		var got []string
 		for _, m := range msgs {
 			if !m.Retained || string(m.Payload) != "v:"+m.Topic {
@@ -297,12 +389,16 @@ func TestRetainedIterate(t *testing.T) {
 	})
 }
 
-func TestRepeatedSubscribeReplaysAgain(t *testing.T) {
+// A filter already held is not replayed again.
+func TestRepeatedSubscribeDoesNotReplay(t *testing.T) {
 	b := newTestBus(t, Options{})
 	mustPublish(t, b, "a", "1")
 	s := mustSub(t, b, nil, "a", "a")
-	if got := payloads(s); !equalStrings(got, []string{"a=1", "a=1"}) {
-		t.Fatalf("got %v", got)
+	if err := s.Subscribe("a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := payloads(s); !equalStrings(got, []string{"a=1"}) {
+		t.Fatalf("got %v, want one replay", got)
 	}
 	if f := s.Filters(); len(f) != 1 {
 		t.Fatalf("filters = %v, want one", f)
@@ -358,7 +454,7 @@ func TestCloseIdempotent(t *testing.T) {
 	mustPublish(t, b, "a", "1")
 	s.Close()
 	s.Close()
-	if n := len(s.Drain(nil)); n != 0 {
+	if n := len(drainAll(s)); n != 0 {
 		t.Fatalf("closed subscriber drained %d messages", n)
 	}
 	if err := s.Subscribe("b"); !errors.Is(err, ErrClosed) {
@@ -404,7 +500,7 @@ func TestNotify(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("notify called %d times for one empty->non-empty edge", n)
 	}
-	s.Drain(nil)
+	drainAll(s)
 	mustPublish(t, b, "a", "3")
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("notify called %d times, want 2 after a drain", n)
@@ -412,13 +508,23 @@ func TestNotify(t *testing.T) {
 	if err := s.Subscribe("b"); err != nil {
 		t.Fatal(err)
 	}
-	s.Drain(nil)
+	drainAll(s)
 	mustPublish(t, b, "b", "1")
-	if err := s.Subscribe("b"); err != nil { // retained replay into an empty queue
+	if err := s.Subscribe("b"); err != nil { // held already: no replay
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 3 {
-		t.Fatalf("notify called %d times, want 3 (publish to b, not replay into a full queue)", n)
+		t.Fatalf("notify called %d times, want 3 (publish to b; a repeated Subscribe replays nothing)", n)
+	}
+	if err := s.Subscribe("c"); err != nil { // nothing cached: nothing to replay
+		t.Fatal(err)
+	}
+	drainAll(s)
+	if err := s.Subscribe("#"); err != nil { // a replay into an empty queue
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Fatalf("notify called %d times, want 4 (the replay of #)", n)
 	}
 }
 
@@ -438,7 +544,7 @@ func TestQueueGrowsLazily(t *testing.T) {
 	if fmt.Sprint(sizes) != "[2 4 8 16 32 40]" {
 		t.Fatalf("ring sizes %v, want [2 4 8 16 32 40]", sizes)
 	}
-	msgs := s.Drain(nil)
+	msgs := drainAll(s)
 	for i, m := range msgs {
 		if string(m.Payload) != fmt.Sprint(i) {
 			t.Fatalf("message %d is %q: order lost while growing", i, m.Payload)
@@ -456,7 +562,7 @@ func TestSetQueueAndIdleRelease(t *testing.T) {
 	if len(s.ring) != 20 || s.Dropped() != 30 {
 		t.Fatalf("ring %d dropped %d; want the subscriber's own limit 20 and 30 dropped", len(s.ring), s.Dropped())
 	}
-	if msgs := s.Drain(nil); len(msgs) != 20 || string(msgs[0].Payload) != "30" {
+	if msgs := drainAll(s); len(msgs) != 20 || string(msgs[0].Payload) != "30" {
 		t.Fatalf("drained %d, first %q", len(msgs), msgs[0].Payload)
 	}
 	if s.ring != nil {
@@ -488,7 +594,7 @@ func TestDropPolicies(t *testing.T) {
 			for i := 1; i <= 6; i++ {
 				mustPublish(t, b, "t", fmt.Sprint(i))
 				if i == 4 {
-					healthy.Drain(nil)
+					drainAll(healthy)
 				}
 			}
 			if got := payloads(s); !equalStrings(got, tt.want) {
@@ -525,17 +631,27 @@ func TestDropPolicies(t *testing.T) {
 	}
 }
 
-func TestDisconnectOnRetainedOverflow(t *testing.T) {
+// A replay is read as the subscriber drains, so it never overflows the
+// queue, even a tiny one under the Disconnect policy.
+func TestReplayNeverOverflowsTheQueue(t *testing.T) {
 	b := newTestBus(t, Options{Queue: 2, Drop: Disconnect})
 	for i := range 3 {
 		mustPublish(t, b, fmt.Sprintf("t/%d", i), "v")
 	}
-	s := mustSub(t, b, nil)
-	if err := s.Subscribe("t/+"); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Subscribe replaying 3 values into a queue of 2 = %v", err)
+	s := mustSub(t, b, nil, "t/+")
+	var got []Message
+	for {
+		batch := s.Drain(got, 1)
+		if len(batch.Msgs) != len(got)+1 && batch.More {
+			t.Fatalf("a one-byte budget took %d messages", len(batch.Msgs)-len(got))
+		}
+		got = batch.Msgs
+		if !batch.More {
+			break
+		}
 	}
-	if !s.Disconnected() || b.Stats().Subscribers != 0 || !b.root.empty() {
-		t.Fatalf("subscriber not cut off cleanly: %+v", b.Stats())
+	if len(got) != 3 || s.Disconnected() || s.Dropped() != 0 {
+		t.Fatalf("replayed %d, disconnected %v, dropped %d", len(got), s.Disconnected(), s.Dropped())
 	}
 }
 
@@ -554,7 +670,7 @@ func TestRingsComeBackEmpty(t *testing.T) {
 	for i := range 40 {
 		mustPublish(t, b, "r", fmt.Sprint(i))
 	}
-	msgs := s.Drain(nil)
+	msgs := drainAll(s)
 	for i, m := range msgs {
 		if string(m.Payload) != fmt.Sprint(i) {
 			t.Fatalf("message %d is %q", i, m.Payload)

@@ -35,9 +35,9 @@ func (d *drained) run(done <-chan struct{}, wg *sync.WaitGroup) {
 	for {
 		select {
 		case <-d.wake:
-			d.got = d.sub.Drain(d.got)
+			d.got = d.sub.Drain(d.got, 0).Msgs
 		case <-done:
-			d.got = d.sub.Drain(d.got)
+			d.got = d.sub.Drain(d.got, 0).Msgs
 			return
 		}
 	}
@@ -123,7 +123,7 @@ func churn(t *testing.T, b *Bus) {
 				t.Error(err)
 			}
 		}
-		buf = s.Drain(buf[:0])
+		buf = s.Drain(buf[:0], 0).Msgs
 		b.Get("t/1/1")
 		b.Retained("t/2/+", func(Message) bool { return true })
 		b.Stats()
@@ -189,7 +189,7 @@ func TestSubscribeWhilePublishing(t *testing.T) {
 	wg.Wait()
 
 	next := map[string]int{}
-	for _, m := range s.Drain(nil) {
+	for _, m := range s.Drain(nil, 0).Msgs {
 		k, err := strconv.Atoi(string(m.Payload))
 		if err != nil {
 			t.Fatal(err)

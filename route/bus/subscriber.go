@@ -2,46 +2,51 @@ package bus
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 )
 
-// releaseRing gives the emptied queue storage back; s.mu is held, s.n is
-// 0 and Drain has zeroed the slots.
-func (s *Subscriber) releaseRing() {
-	putRing(s.ring)
-	s.ring, s.head = nil, 0
-}
-
 // Subscriber receives the messages of its filters through a bounded queue.
 // Its methods are safe for concurrent use.
+//
+// Fields are ordered to pack (160 bytes): every subscribed connection has
+// one.
 type Subscriber struct {
-	bus    *Bus
-	notify func()
-	id     uint64
+	bus     *Bus
+	notify  func()
+	id      uint64
+	filters []string // guarded by bus.trieMu
 
-	// Guarded by bus.trieMu.
-	filters  []string
-	detached bool // filters removed and the subscriber no longer counted
+	mu      sync.Mutex
+	drainMu sync.Mutex // one Drain at a time: it owns the replay cursors
 
-	mu     sync.Mutex
-	queue  int       // queue limit; 0 = Options.Queue
-	ring   []Message // nil until the first delivery
-	head   int       // index of the oldest queued message
-	n      int       // queued messages
-	closed bool
+	// Guarded by mu.
+	ring    []Message // nil until the first delivery
+	replays []*replay // retained replays not finished, oldest first
+	bytes   int       // what the queued messages count against QueueBytes
+	lost    uint64    // dropped since the last Drain reported it
 
-	cut     atomic.Bool // set under mu by the Disconnect policy
 	dropped atomic.Uint64
+	queue   int32       // queue limit in messages, guarded by mu; 0 = Options.Queue
+	head    int32       // index of the oldest queued message, guarded by mu
+	n       int32       // queued messages, guarded by mu
+	cut     atomic.Bool // set under mu by the Disconnect policy
+
+	detached bool // guarded by bus.trieMu: filters removed, no longer counted
+	closed   bool // guarded by mu
 }
 
 // NewSubscriber returns a subscriber with no filters. notify, if not nil,
-// is called when the queue goes from empty to non-empty and when the
-// subscriber is cut off by the Disconnect policy. It runs on the
-// publisher's goroutine (or Subscribe's, for a retained replay) with no
-// bus lock held, and must not block: signal a channel or Conn.Notify.
-// A subscriber counts against MaxSubscribers until it is closed or cut off.
+// is called when the subscriber goes from having nothing for its owner
+// to having something (a message queued into an empty queue, a retained
+// replay begun) and when it is cut off by the Disconnect policy. It runs
+// on the publisher's (or Subscribe's) goroutine with no bus lock held, and
+// must not block: signal a channel or Conn.Notify. After a Drain that
+// reports More, no notify comes for what is left: the owner drains again
+// when it can take more. A subscriber counts against MaxSubscribers until
+// it is closed or cut off.
 func (b *Bus) NewSubscriber(notify func()) (*Subscriber, error) {
 	for {
 		n := b.subscribers.Load()
@@ -57,19 +62,25 @@ func (b *Bus) NewSubscriber(notify func()) (*Subscriber, error) {
 
 // SetQueue sets this subscriber's queue limit (messages), for protocols
 // whose configuration sizes their own queues; n <= 0 restores
-// Options.Queue. A queue already longer keeps what it holds.
+// Options.Queue. Options.QueueBytes applies either way. A queue already
+// longer keeps what it holds.
 func (s *Subscriber) SetQueue(n int) {
 	s.mu.Lock()
-	s.queue = max(n, 0)
+	s.queue = int32(min(max(n, 0), math.MaxInt32))
 	s.mu.Unlock()
 }
 
-// Subscribe adds an MQTT filter and queues at once the cached last value
-// of every topic it matches, marked Retained (again on a repeated
-// Subscribe, as MQTT does). A message is either replayed from the cache or
-// delivered live, never both. If the replay overflows the queue under the
-// Disconnect policy, the subscriber is cut off and ErrClosed returned.
-func (s *Subscriber) Subscribe(filter string) error {
+// Subscribe adds an MQTT filter and starts the replay of the cached last
+// value of every topic it matches (Drain delivers them, marked Retained).
+// A filter the subscriber already holds changes nothing and is not
+// replayed again. A message is either replayed or delivered live, never
+// both, and a topic's retained value never follows a newer live one.
+func (s *Subscriber) Subscribe(filter string) error { return s.subscribe(filter, true) }
+
+// SubscribeLive adds a filter without the retained replay.
+func (s *Subscriber) SubscribeLive(filter string) error { return s.subscribe(filter, false) }
+
+func (s *Subscriber) subscribe(filter string, replay bool) error {
 	b := s.bus
 	if err := validFilter(filter, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		return err
@@ -79,64 +90,29 @@ func (s *Subscriber) Subscribe(filter string) error {
 		b.trieMu.Unlock()
 		return ErrClosed
 	}
-	if !slices.Contains(s.filters, filter) {
-		if len(s.filters) >= b.opt.MaxFilters {
-			b.trieMu.Unlock()
-			return fmt.Errorf("%w: limit %d", ErrTooManyFilters, b.opt.MaxFilters)
-		}
-		b.root.insert(filter, s)
-		s.filters = append(s.filters, filter)
+	if slices.Contains(s.filters, filter) {
+		b.trieMu.Unlock()
+		return nil
 	}
+	if len(s.filters) >= b.opt.MaxFilters {
+		b.trieMu.Unlock()
+		return fmt.Errorf("%w: limit %d", ErrTooManyFilters, b.opt.MaxFilters)
+	}
+	b.root.insert(filter, s)
+	s.filters = append(s.filters, filter)
 	// Publishes up to here updated the cache without seeing this filter;
 	// later ones will see it. Replay only the former.
 	upTo := b.seq.Load()
 	b.trieMu.Unlock()
-	return s.replay(filter, upTo)
-}
-
-// replay queues the cached values matching filter with a sequence up to
-// upTo. It pushes under the shard lock so a newer live value of the same
-// topic cannot be queued ahead of the older cached one.
-func (s *Subscriber) replay(filter string, upTo uint64) error {
-	b := s.bus
-	var t tally
-	var woke, cut bool
-	b.eachRetainedLocked(filter, func(m Message) bool {
-		if m.Seq > upTo {
-			return true
-		}
-		m.Retained = true
-		r, lost := s.push(&m)
-		t.dropped += uint64(lost)
-		switch r {
-		case pushWoke:
-			woke = true
-			t.delivered++
-		case pushQueued:
-			t.delivered++
-		case pushCut:
-			cut = true
-		}
-		return r != pushCut && r != pushSkipped
-	})
-	t.flush(b)
-	if cut {
-		b.disconnected.Add(1)
-		s.wake()
-		b.detach(s)
-		return fmt.Errorf("%w: retained values of %q overflow the queue", ErrClosed, filter)
-	}
-	if woke {
-		s.wake()
-	}
-	if s.Disconnected() {
-		return fmt.Errorf("%w: disconnected", ErrClosed)
+	if replay && (hasWildcard(filter) || b.cachedBy(filter, upTo)) {
+		s.startReplay(filter, upTo)
 	}
 	return nil
 }
 
-// Unsubscribe removes a filter; removing one not subscribed is not an
-// error. A publish already under way may still deliver one message for it.
+// Unsubscribe removes a filter and stops its replay; removing one not
+// subscribed is not an error. A publish already under way may still
+// deliver one message for it.
 func (s *Subscriber) Unsubscribe(filter string) error {
 	b := s.bus
 	if err := validFilter(filter, b.opt.MaxTopicLen, MaxLevels); err != nil {
@@ -150,6 +126,7 @@ func (s *Subscriber) Unsubscribe(filter string) error {
 	if i := slices.Index(s.filters, filter); i >= 0 {
 		b.root.remove(filter, s)
 		s.filters = slices.Delete(s.filters, i, i+1)
+		s.stopReplay(filter)
 	}
 	return nil
 }
@@ -161,26 +138,12 @@ func (s *Subscriber) Filters() []string {
 	return slices.Clone(s.filters)
 }
 
-// Drain appends every queued message to dst, oldest first, and empties the
-// queue. It never blocks on publishers.
-func (s *Subscriber) Drain(dst []Message) []Message {
-	s.mu.Lock()
-	for i := 0; i < s.n; i++ {
-		slot := &s.ring[(s.head+i)%len(s.ring)]
-		dst = append(dst, *slot)
-		*slot = Message{} // do not pin the payload
-	}
-	s.n = 0
-	s.releaseRing()
-	s.mu.Unlock()
-	return dst
-}
-
-// Len is how many messages are queued.
+// Len is how many messages are queued (retained values still to replay
+// aside).
 func (s *Subscriber) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.n
+	return int(s.n)
 }
 
 // Dropped is how many messages this subscriber lost to the drop policy.
@@ -190,7 +153,8 @@ func (s *Subscriber) Dropped() uint64 { return s.dropped.Load() }
 // off. It then receives nothing more; the owner should Close it.
 func (s *Subscriber) Disconnected() bool { return s.cut.Load() }
 
-// Close drops the queue and removes every filter. It is idempotent.
+// Close drops the queue and pending replays and removes every filter. It
+// is idempotent.
 func (s *Subscriber) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -198,7 +162,7 @@ func (s *Subscriber) Close() {
 		return
 	}
 	s.closed = true
-	s.ring, s.head, s.n = nil, 0, 0
+	s.ring, s.head, s.n, s.bytes, s.replays = nil, 0, 0, 0, nil
 	s.mu.Unlock()
 	s.bus.detach(s)
 }
@@ -242,59 +206,88 @@ const (
 )
 
 // push offers m to the queue and returns what happened and how many
-// messages were lost doing it.
+// messages were lost doing it. A message always fits an empty queue,
+// however big.
 func (s *Subscriber) push(m *Message) (pushResult, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.cut.Load() {
 		return pushSkipped, 0
 	}
-	if s.n == len(s.ring) && !s.grow() {
-		return s.overflow(m)
+	size, lost := m.size(), 0
+	for s.n > 0 && (s.bytes+size > s.bus.opt.QueueBytes || !s.slotFree()) {
+		switch s.bus.opt.Drop {
+		case DropNewest:
+			s.countLost(1)
+			return pushDropped, 1
+		case Disconnect:
+			lost := int(s.n) + 1
+			s.countLost(lost)
+			s.cut.Store(true)
+			s.ring, s.head, s.n, s.bytes, s.replays = nil, 0, 0, 0, nil
+			return pushCut, lost
+		}
+		s.evictOldest() // DropOldest
+		lost++
 	}
-	s.ring[(s.head+s.n)%len(s.ring)] = *m
+	if s.n == 0 && !s.slotFree() {
+		return pushSkipped, 0 // cannot happen: an empty queue grows
+	}
+	s.countLost(lost)
+	s.ring[(int(s.head)+int(s.n))%len(s.ring)] = *m
 	s.n++
+	s.bytes += size
 	if s.n == 1 {
-		return pushWoke, 0
+		return pushWoke, lost
 	}
-	return pushQueued, 0
+	return pushQueued, lost
 }
 
-// overflow applies the drop policy to a full queue; s.mu is held.
-func (s *Subscriber) overflow(m *Message) (pushResult, int) {
-	switch s.bus.opt.Drop {
-	case DropNewest:
-		s.dropped.Add(1)
-		return pushDropped, 1
-	case Disconnect:
-		lost := s.n + 1
-		s.dropped.Add(uint64(lost))
-		s.cut.Store(true)
-		s.ring, s.head, s.n = nil, 0, 0
-		return pushCut, lost
-	default: // DropOldest: the newest takes the oldest's slot
-		s.ring[s.head] = *m
-		s.head = (s.head + 1) % len(s.ring)
-		s.dropped.Add(1)
-		return pushQueued, 1
+// countLost records n dropped messages; s.mu is held.
+func (s *Subscriber) countLost(n int) {
+	if n > 0 {
+		s.lost += uint64(n)
+		s.dropped.Add(uint64(n))
 	}
 }
 
-// grow enlarges a full ring, keeping order, unless it is at Options.Queue.
-func (s *Subscriber) grow() bool {
+// evictOldest drops the oldest queued message; s.mu is held, s.n > 0.
+func (s *Subscriber) evictOldest() {
+	slot := &s.ring[s.head]
+	s.bytes -= slot.size()
+	*slot = Message{}
+	s.head = int32((int(s.head) + 1) % len(s.ring))
+	s.n--
+}
+
+// slotFree reports whether the ring has room for one more message,
+// growing it (keeping order) unless it is at the queue limit. The ring
+// itself never outgrows QueueBytes: each slot counts msgOverhead.
+func (s *Subscriber) slotFree() bool {
+	if int(s.n) < len(s.ring) {
+		return true
+	}
 	limit := s.bus.opt.Queue
 	if s.queue > 0 {
-		limit = s.queue
+		limit = int(s.queue)
 	}
+	limit = min(limit, max(s.bus.opt.QueueBytes/msgOverhead, 1))
 	if len(s.ring) >= limit {
 		return false
 	}
 	ring := getRing(min(max(2*len(s.ring), firstRing), limit))
-	for i := 0; i < s.n; i++ {
-		ring[i] = s.ring[(s.head+i)%len(s.ring)]
+	for i := range int(s.n) {
+		ring[i] = s.ring[(int(s.head)+i)%len(s.ring)]
 	}
 	clear(s.ring)
 	putRing(s.ring)
 	s.ring, s.head = ring, 0
 	return true
+}
+
+// releaseRing gives the emptied queue storage back; s.mu is held, s.n is
+// 0 and the slots are zero.
+func (s *Subscriber) releaseRing() {
+	putRing(s.ring)
+	s.ring, s.head = nil, 0
 }

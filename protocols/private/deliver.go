@@ -1,0 +1,112 @@
+package private
+
+import (
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Deliveries. A session takes messages from its bus subscriber only while
+// the connection's output is empty, that is while the socket takes what it
+// is given, and a bounded batch at a time. So a burst, or the replay of a
+// filter over the whole cache, waits in the bus (where the queue is
+// bounded in bytes and the replay is read as it goes) rather than in the
+// output buffer, where it would pass the high-water mark and cost the
+// client its connection; publishers never wait; and between batches the
+// worker serves its other connections. When the socket is full the
+// session waits for Writable; after deliverRounds batches it yields with
+// Conn.Notify and carries on after the worker's other work.
+//
+// What the bus dropped anyway (a subscriber that does not read while its
+// queue overflows) is told before the next delivery: a DROPPED frame with
+// the count (SPEC.md 2.7), also counted per connection (Conn.CountDropped,
+// the gateway's registry view) and in Stats.Dropped.
+
+const (
+	// deliverBatch is one batch, in the bus's queue bytes: about what its
+	// frames take (80 bytes of queue slot stand for the PUB header).
+	deliverBatch = flushAt
+	// deliverRounds is how many batches one call writes at most.
+	deliverRounds = 8
+)
+
+// Notified delivers what the subscriber has, as PUB frames.
+func (s *session) Notified() (err error) {
+	if s.sub == nil {
+		return nil
+	}
+	defer s.recoverPanic(&err)
+	return s.deliver()
+}
+
+// Writable resumes deliveries that waited for the socket to take the
+// output.
+func (s *session) Writable() (err error) {
+	if !s.waiting || s.sub == nil {
+		return nil
+	}
+	defer s.recoverPanic(&err)
+	s.waiting = false
+	return s.deliver()
+}
+
+// deliver writes batches while the socket takes them.
+func (s *session) deliver() error {
+	msgs := s.h.msgs.Get(0)
+	defer s.h.msgs.Put(msgs)
+	buf := s.h.out.Get(0)
+	defer s.h.out.Put(buf)
+	for round := 0; ; round++ {
+		if s.sub.Disconnected() { // the bus's Disconnect policy cut us off
+			out, err := s.fatal((*buf)[:0], CodeSlowConsumer, nil)
+			*buf = out
+			_ = s.conn.Write(out)
+			return err
+		}
+		if s.conn.Buffered() > 0 {
+			s.waiting = true
+			return nil
+		}
+		if round == deliverRounds {
+			s.conn.Notify()
+			return nil
+		}
+		batch := s.sub.Drain((*msgs)[:0], deliverBatch)
+		*msgs = batch.Msgs
+		out := (*buf)[:0]
+		if batch.Dropped > 0 {
+			out = s.dropped(out, batch.Dropped)
+		}
+		for i := range batch.Msgs {
+			out = s.appendDelivery(out, &batch.Msgs[i])
+		}
+		*buf = out
+		if _, err := s.flush(out); err != nil {
+			return err
+		}
+		if !batch.More {
+			return nil
+		}
+	}
+}
+
+// dropped counts n lost deliveries and appends the DROPPED frame that
+// tells the client.
+func (s *session) dropped(out []byte, n uint64) []byte {
+	s.h.dropped.Add(n)
+	s.conn.CountDropped(int(min(n, 1<<31-1)))
+	return AppendDropped(out, n)
+}
+
+// appendDelivery encodes one message as a PUB frame.
+func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
+	var flags uint8
+	if m.Retained {
+		flags = PubRetained
+	}
+	next, err := appendPub(out, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
+	if err != nil { // a source name over 255 bytes: not ours to fix, skip it
+		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
+		return out
+	}
+	s.h.delivered.Add(1)
+	return next
+}
