@@ -37,6 +37,7 @@ func largeOutputConfig(t *testing.T, policy string) config.Config {
 	cfg.Limits.OutputHighWater = 64 << 20
 	cfg.WebSocket.HighWater = 64 << 20
 	cfg.Bus.Queue = 2 * writeMessages
+	cfg.Bus.QueueBytes = 64 << 20
 	cfg.Private.Queue = 2 * writeMessages
 	return cfg
 }
