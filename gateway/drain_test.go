@@ -28,8 +28,6 @@ import (
 	"github.com/edgemux/edgemux/registry"
 )
 
-var drainPolicies = []string{"entropy", "roundrobin", "inline"}
-
 // openFDs counts the process's open file descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
@@ -125,21 +123,15 @@ func wsSubscriber(t *testing.T, addr string) *gws.Conn {
 }
 
 // handedOver counts the connections workers own.
-func handedOver(g *Gateway) int {
-	n := 0
-	for fd := range g.reg.Size() {
-		if g.reg.Slot(fd).State() == registry.Active {
-			n++
-		}
-	}
-	return n
-}
+func handedOver(g *Gateway) int { return inState(g, registry.Active) }
 
 // quarantined counts the connections the quarantine pool holds.
-func quarantined(g *Gateway) int {
+func quarantined(g *Gateway) int { return inState(g, registry.Quarantined) }
+
+func inState(g *Gateway, st registry.State) int {
 	n := 0
 	for fd := range g.reg.Size() {
-		if g.reg.Slot(fd).State() == registry.Quarantined {
+		if g.reg.Slot(fd).State() == st {
 			n++
 		}
 	}
@@ -203,7 +195,7 @@ func dialDuringShutdown(addr string, stop <-chan struct{}) <-chan error {
 }
 
 func TestShutdownDrainsEveryProtocol(t *testing.T) {
-	for _, policy := range drainPolicies {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) {
 			fds, goroutines := baseline(t)
 			var log syncBuffer
@@ -300,7 +292,7 @@ func TestShutdownDrainsEveryProtocol(t *testing.T) {
 // drain until its grace ends, with the workers parked meanwhile; then
 // they are cut, and nothing is left.
 func TestShutdownCutsAtGrace(t *testing.T) {
-	for _, policy := range drainPolicies {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) {
 			fds, goroutines := baseline(t)
 			var log syncBuffer

@@ -21,7 +21,7 @@ import (
 // to a backend with its ClientHello intact. Under every dispatch policy:
 // inline runs the workers on the loops themselves.
 func TestOnePortEndToEnd(t *testing.T) {
-	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) { testOnePort(t, policy) })
 	}
 }

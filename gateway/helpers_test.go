@@ -12,6 +12,10 @@ import (
 	"github.com/edgemux/edgemux/config"
 )
 
+// everyPolicy is every dispatch policy: tests of the paths an event takes
+// run under each.
+var everyPolicy = []string{"entropy", "roundrobin", "inline"}
+
 // testConfig is the default configuration on an ephemeral loopback port.
 func testConfig(t *testing.T) config.Config {
 	t.Helper()

@@ -72,7 +72,7 @@ func publishRound(t *testing.T, pub net.Conn, topic string, round int) {
 }
 
 func TestLargeOutputsArriveWholePrivate(t *testing.T) {
-	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) {
 			g := startGateway(t, largeOutputConfig(t, policy), Options{})
 			addr := g.Addr().String()
@@ -113,7 +113,7 @@ func TestLargeOutputsArriveWholePrivate(t *testing.T) {
 }
 
 func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
-	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) {
 			g := startGateway(t, largeOutputConfig(t, policy), Options{})
 			addr := g.Addr().String()
@@ -183,7 +183,7 @@ func TestReadEdgeNotLost(t *testing.T) {
 	t.Cleanup(func() { testHookReadAgain = nil })
 	const pubs = 200
 	data := bytes.Repeat([]byte{'x'}, writeChunk)
-	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+	for _, policy := range everyPolicy {
 		t.Run(policy, func(t *testing.T) {
 			g := startGateway(t, largeOutputConfig(t, policy), Options{})
 			c, err := rbHelloConn(g.Addr().String(), rbAnySource, "publisher")
