@@ -7,10 +7,8 @@ package gateway
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -86,24 +84,7 @@ func btNewReader(c net.Conn) *btReader {
 
 // next reads one frame and checks it with the codec; the payload is its
 // own copy.
-func (r *btReader) next() (private.Frame, error) {
-	r.c.SetReadDeadline(time.Now().Add(rbIOTimeout))
-	var hdr [private.HeaderLen]byte
-	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
-		return private.Frame{}, err
-	}
-	n := binary.BigEndian.Uint32(hdr[4:8])
-	if n > private.DefaultMaxFrame {
-		return private.Frame{}, fmt.Errorf("frame announces %d bytes", n)
-	}
-	buf := make([]byte, private.HeaderLen+int(n))
-	copy(buf, hdr[:])
-	if _, err := io.ReadFull(r.r, buf[private.HeaderLen:]); err != nil {
-		return private.Frame{}, err
-	}
-	f, _, err := private.ParseFrame(buf, private.DefaultMaxFrame)
-	return f, err
-}
+func (r *btReader) next() (private.Frame, error) { return rbReadFrameFrom(r.c, r.r) }
 
 // btAck reads the next frame and returns the ACK it must be.
 func (r *btReader) ack() (private.Ack, error) {

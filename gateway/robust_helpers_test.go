@@ -139,10 +139,14 @@ func rbWrite(c net.Conn, p []byte) error {
 
 // rbReadFrame reads one whole private frame from c (blocking, with the hang
 // guard) and checks it with the codec. The payload is freshly allocated.
-func rbReadFrame(c net.Conn) (private.Frame, error) {
+func rbReadFrame(c net.Conn) (private.Frame, error) { return rbReadFrameFrom(c, c) }
+
+// rbReadFrameFrom is rbReadFrame reading through r (a buffered reader of
+// c, say), with the hang guard set on c.
+func rbReadFrameFrom(c net.Conn, r io.Reader) (private.Frame, error) {
 	c.SetReadDeadline(time.Now().Add(rbIOTimeout))
 	var hdr [private.HeaderLen]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return private.Frame{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[4:8])
@@ -151,7 +155,7 @@ func rbReadFrame(c net.Conn) (private.Frame, error) {
 	}
 	buf := make([]byte, private.HeaderLen+int(n))
 	copy(buf, hdr[:])
-	if _, err := io.ReadFull(c, buf[private.HeaderLen:]); err != nil {
+	if _, err := io.ReadFull(r, buf[private.HeaderLen:]); err != nil {
 		return private.Frame{}, err
 	}
 	f, used, err := private.ParseFrame(buf, private.DefaultMaxFrame)
