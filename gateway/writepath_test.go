@@ -7,7 +7,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -42,20 +41,22 @@ func largeOutputConfig(t *testing.T, policy string) config.Config {
 	return cfg
 }
 
-// roundPayload is message i of a round: its index up front, so a reader
-// checks order and completeness, then a filler.
+// roundPayload is message i of a round: its index up front, as text so
+// that it reads the same in a WebSocket delivery's JSON, then a filler.
 func roundPayload(round, i int) []byte {
 	p := bytes.Repeat([]byte{byte('a' + i%26)}, writeChunk)
-	binary.BigEndian.PutUint32(p, uint32(round<<16|i))
+	copy(p, roundIndex(round, i))
 	return p
 }
+
+func roundIndex(round, i int) string { return fmt.Sprintf("%04d/%04d:", round, i) }
 
 func checkRoundPayload(p []byte, round, i int) error {
 	if len(p) != writeChunk {
 		return fmt.Errorf("round %d message %d: %d bytes", round, i, len(p))
 	}
-	if got := binary.BigEndian.Uint32(p); got != uint32(round<<16|i) {
-		return fmt.Errorf("round %d: message %d carries %d/%d", round, i, got>>16, got&0xffff)
+	if want := roundIndex(round, i); !bytes.HasPrefix(p, []byte(want)) {
+		return fmt.Errorf("message %s carries %.10s", want, p)
 	}
 	return nil
 }
@@ -151,8 +152,9 @@ func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
 				publishRound(t, pub, "big/"+strconv.Itoa(round), round)
 				for i := range writeMessages {
 					msg := readWS()
-					want := fmt.Sprintf(`"topic":"big/%d"`, round)
-					if !bytes.Contains(msg, []byte(want)) || len(msg) < writeChunk {
+					topic := fmt.Sprintf(`"topic":"big/%d"`, round)
+					data := `"data":"` + roundIndex(round, i)
+					if !bytes.Contains(msg, []byte(topic)) || !bytes.Contains(msg, []byte(data)) || len(msg) < writeChunk {
 						t.Fatalf("round %d message %d: %.120s (%d bytes)", round, i, msg, len(msg))
 					}
 				}
