@@ -55,7 +55,7 @@ printf "$FMT" stage "median ns" "min ns" allocs "seed 002 (C, Xeon 4210) ns" "wh
 row "registry lookup" BenchmarkStageRegistryLookup ns/op 3.2 "1g: Registry.Lookup(fd, gen)"
 row "sniff: modbus" BenchmarkStageSniff/modbus ns/op 17.5 "1g: sniff.Detect, mbpoll read request"
 row "sniff: http" BenchmarkStageSniff/http ns/op 17.5 "1g: sniff.Detect, HTTP GET"
-row "sniff: private" BenchmarkStageSniff/private ns/op 17.5 "1g: sniff.Detect, HELLO (CRC-32C)"
+row "sniff: private" BenchmarkStageSniff/private ns/op 17.5 "1g: sniff.Detect, HELLO (magic only)"
 row "route: conn" BenchmarkStageRoute/pick+release ns/op 48.7 "1g: pool.pick + pool.release, once per connection (entropy, 4 workers)"
 row "route: event" BenchmarkStageRoute/observe ns/op "-" "1g: pool.observe, on every event (worker.handle)"
 row "enqueue: loop" BenchmarkStageEnqueue loop-ns/event 89.3 "xg: l.deliver per event (Post, ring push, Unpark), batches of 64"
