@@ -1,0 +1,56 @@
+package protocols
+
+import (
+	"net/netip"
+	"time"
+)
+
+// The datagram side of the shared port. Datagrams are classified on the
+// epoll loops (sniff.ClassifyDatagram) and handed, in batches, to the
+// workers of the pool that serves their class, through the same rings
+// and parkers as TCP events. A DatagramHandler says which worker owns a
+// datagram (Route, on the loop), so every datagram of one session reaches
+// the same worker, and keeps its per-worker state in a DatagramWorker that
+// only that worker's goroutine calls: no locks.
+
+// Datagram is one received UDP datagram.
+type Datagram struct {
+	Peer netip.AddrPort // the source address
+	Data []byte         // valid only during the call that receives it
+}
+
+// DatagramOut sends datagrams from a worker. Send copies b; the worker
+// sends what was queued in batches (sendmmsg) when the call that queued
+// it returns, from the shared port.
+type DatagramOut interface {
+	Send(peer netip.AddrPort, b []byte) error
+}
+
+// DatagramHandler serves one class of datagrams (the reliable UDP core,
+// CoAP) on the workers of a pool. It must be safe for concurrent use;
+// per-worker state lives in the DatagramWorker.
+type DatagramHandler interface {
+	// Route picks the worker, 0..workers-1, that owns d: the same one
+	// for every datagram of a session, whatever its source address
+	// (a NAT may rebind it). It runs on an epoll loop for every
+	// datagram: pure, cheap, no allocation.
+	Route(peer netip.AddrPort, d []byte, workers int) int
+	// Worker starts the state of worker index (of workers); out sends
+	// from that worker.
+	Worker(index, workers int, out DatagramOut) DatagramWorker
+}
+
+// DatagramWorker is a DatagramHandler's state on one worker; only that
+// worker's goroutine calls it.
+type DatagramWorker interface {
+	// Datagrams handles a batch that arrived for this worker, in order
+	// of arrival. The bytes are valid only during the call.
+	Datagrams(batch []Datagram, now time.Time)
+	// Tick runs the worker's timers and returns how long until it needs
+	// the next Tick (0: no timer pending). The worker calls Tick again no
+	// later than that (to about a millisecond: retransmission timers of
+	// tens of milliseconds depend on it), and at least every 100 ms.
+	Tick(now time.Time) time.Duration
+	// Close releases everything: the gateway stops.
+	Close()
+}
