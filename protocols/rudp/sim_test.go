@@ -215,3 +215,8 @@ func (s *sim) established() {
 		}
 	}
 }
+
+// noImpairment is a clean 10 ms each way network.
+func noImpairment() lossy.Config {
+	return lossy.Config{Up: lossy.Impairment{Delay: 10 * time.Millisecond}, Down: lossy.Impairment{Delay: 10 * time.Millisecond}}
+}

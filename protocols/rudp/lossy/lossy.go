@@ -52,7 +52,7 @@ type Config struct {
 // Counters of one direction.
 type Counters struct {
 	Sent, Delivered, Lost, Duplicated, Corrupted, Reordered, Blackholed uint64
-	BytesSent, BytesDelivered                                            uint64
+	BytesSent, BytesDelivered                                           uint64
 }
 
 // Stats is both directions.
