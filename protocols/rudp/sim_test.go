@@ -28,6 +28,12 @@ type sim struct {
 	// wake, when set, is the next application event; app runs it.
 	wake func() time.Time
 	app  func(now time.Time)
+	// tap sees every datagram put on the wire.
+	tap func(up bool, b []byte)
+	// paused stops the server application from reading (flow control).
+	paused bool
+	// Bytes the server sent to and received from each address.
+	sentTo, recvFrom map[netip.AddrPort]int
 }
 
 // simClient is one client and what it received.
@@ -44,13 +50,15 @@ func newSim(t testing.TB, seed uint64, cfg Config, net lossy.Config) *sim {
 	net.Seed = seed
 	net.Server = netip.MustParseAddrPort("10.0.0.1:5020")
 	s := &sim{
-		t:      t,
-		now:    simStart,
-		net:    lossy.New(net),
-		server: net.Server,
-		byAddr: make(map[netip.AddrPort]*simClient),
-		rng:    rand.New(rand.NewPCG(seed, 7)),
-		buf:    make([]byte, 0, MaxDatagram),
+		t:        t,
+		now:      simStart,
+		net:      lossy.New(net),
+		server:   net.Server,
+		byAddr:   make(map[netip.AddrPort]*simClient),
+		sentTo:   make(map[netip.AddrPort]int),
+		recvFrom: make(map[netip.AddrPort]int),
+		rng:      rand.New(rand.NewPCG(seed, 7)),
+		buf:      make([]byte, 0, MaxDatagram),
 	}
 	var secret [32]byte
 	binary.BigEndian.PutUint64(secret[:], seed)
@@ -58,7 +66,7 @@ func newSim(t testing.TB, seed uint64, cfg Config, net lossy.Config) *sim {
 		Secret: secret,
 		Rand:   rand.NewChaCha8(secret),
 		OnReadable: func(c *Conn) {
-			for {
+			for !s.paused {
 				msg, ok := c.ReadMessage(nil)
 				if !ok {
 					break
@@ -100,6 +108,10 @@ func (s *sim) flush() {
 		if !ok {
 			break
 		}
+		s.sentTo[to] += len(out)
+		if s.tap != nil {
+			s.tap(false, out)
+		}
 		s.net.Send(s.server, to, out, s.now)
 	}
 	for _, c := range s.clients {
@@ -112,6 +124,9 @@ func (s *sim) flushClient(c *simClient) {
 		out, ok := c.AppendDatagram(s.buf[:0], s.now)
 		if !ok {
 			return
+		}
+		if s.tap != nil {
+			s.tap(true, out)
 		}
 		s.net.Send(c.addr, s.server, out, s.now)
 	}
@@ -146,6 +161,7 @@ func (s *sim) step(limit time.Time) {
 	s.now = s.next(limit)
 	s.net.Deliver(s.now, func(from, to netip.AddrPort, b []byte) {
 		if to == s.server {
+			s.recvFrom[from] += len(b)
 			s.ep.Input(from, b, s.now)
 			return
 		}
@@ -213,6 +229,13 @@ func (s *sim) established() {
 		if c.State() != StateEstablished {
 			s.t.Fatalf("client %d: state %v (%v)", i, c.State(), c.Err())
 		}
+	}
+}
+
+// readAll reads what the server application left while paused.
+func (s *sim) readAll() {
+	for _, c := range s.ep.sessions {
+		s.ep.opts.OnReadable(c)
 	}
 }
 

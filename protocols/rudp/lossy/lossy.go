@@ -40,6 +40,10 @@ type Impairment struct {
 	ReorderDelay time.Duration
 	Duplicate    float64 // probability that a datagram is delivered twice
 	Corrupt      float64 // probability that one bit of a datagram is flipped
+	// Rate, when set, is the link's bandwidth in bytes per second: a
+	// datagram waits for the ones before it to be serialized (a queue
+	// that grows when the sender sends faster than the link).
+	Rate int
 }
 
 // Config is a network: the server's address and each direction.
@@ -67,7 +71,8 @@ type Network struct {
 	rng       *rand.Rand
 	queue     eventQueue
 	seq       uint64
-	bad       [2]bool // Gilbert-Elliott state per direction
+	bad       [2]bool      // Gilbert-Elliott state per direction
+	linkFree  [2]time.Time // when each direction's link has serialized its queue
 	blackouts [][2]time.Time
 	outside   map[netip.AddrPort]netip.AddrPort // inside -> current outside
 	inside    map[netip.AddrPort]netip.AddrPort // current outside -> inside
@@ -144,13 +149,22 @@ func (n *Network) Send(from, to netip.AddrPort, b []byte, now time.Time) {
 		c.Lost++
 		return
 	}
+	var queued time.Duration
+	if imp.Rate > 0 {
+		start := n.linkFree[dir]
+		if start.Before(now) {
+			start = now
+		}
+		n.linkFree[dir] = start.Add(time.Duration(int64(len(b)) * int64(time.Second) / int64(imp.Rate)))
+		queued = n.linkFree[dir].Sub(now)
+	}
 	copies := 1
 	if imp.Duplicate > 0 && n.rng.Float64() < imp.Duplicate {
 		copies = 2
 		c.Duplicated++
 	}
 	for i := 0; i < copies; i++ {
-		delay := imp.Delay
+		delay := imp.Delay + queued
 		if imp.Jitter > 0 {
 			delay += time.Duration(n.rng.Int64N(int64(imp.Jitter)))
 		}
