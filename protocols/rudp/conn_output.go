@@ -72,7 +72,7 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 	q := &c.snd
 	probe := c.loss.probe
-	hasData := q.lost > 0 || q.nxt < q.end && q.nxt < c.peerLimit || c.dgramOut.size > 0 || probe
+	hasData := q.lost > 0 || q.nxt < q.end && q.nxt < c.peerLimit || c.dgramOut.size > 0 || probe || c.loss.againN > 0
 	if !hasData {
 		return b, false
 	}
@@ -81,6 +81,7 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 		return b, false
 	}
 	before := len(b)
+	b = c.appendCopies(b, limit, now)
 	for s := q.una; s < q.nxt && q.lost > 0; s++ {
 		f := q.at(s)
 		if f.state != fragLost {
@@ -92,6 +93,10 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 		b = c.appendFragment(b, s, f, now)
 		q.lost--
 		c.stats.Retransmits++
+		if len(f.buf) <= redundantMax && c.loss.againN < len(c.loss.again) {
+			c.loss.again[c.loss.againN] = s
+			c.loss.againN++
+		}
 	}
 	for q.nxt < q.end && q.nxt < c.peerLimit {
 		f := q.at(q.nxt)
@@ -116,6 +121,37 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 		c.lastData = now
 	}
 	return b, len(b) > before
+}
+
+// redundantMax is the largest fragment whose retransmission goes out
+// twice, in two packets: for small telemetry a second loss of the same
+// message costs another round trip of latency, a copy costs a few bytes
+// only when there is loss.
+const redundantMax = 256
+
+// appendCopies sends the second copies of the retransmissions of the
+// previous packet that are still unacknowledged.
+func (c *Conn) appendCopies(b []byte, limit int, now int64) []byte {
+	n := 0
+	for _, s := range c.loss.again[:c.loss.againN] {
+		if s < c.snd.una || s >= c.snd.nxt {
+			continue
+		}
+		f := c.snd.at(s)
+		if f.state != fragInFlight {
+			continue
+		}
+		if len(b)+dataOverhead+len(f.buf) > limit {
+			c.loss.again[n] = s // the next packet, then
+			n++
+			continue
+		}
+		b = appendData(b, uint32(s), f.flags, f.buf)
+		f.sentAt = now
+		c.stats.Retransmits++
+	}
+	c.loss.againN = n
+	return b
 }
 
 // appendFragment sends fragment seq (first time or again).

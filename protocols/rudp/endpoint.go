@@ -75,6 +75,7 @@ type Endpoint struct {
 	replyHead  int
 	replyCount int
 	scratch    []byte // opened packets
+	peak       int    // most sessions since the maps were last rebuilt
 	randBuf    [8]byte
 	stats      EndpointStats
 }
@@ -246,6 +247,7 @@ func (e *Endpoint) newSession(peer netip.AddrPort, key handshakeKey, hello *hell
 	c.handshake = key
 	e.sessions[c.id] = c
 	e.handshakes[key] = c
+	e.peak = max(e.peak, len(e.sessions))
 	e.stats.SessionsOpened++
 	if e.opts.OnSession != nil {
 		e.opts.OnSession(c)
@@ -276,7 +278,10 @@ func (e *Endpoint) random64() uint64 {
 	return binary.BigEndian.Uint64(e.randBuf[:])
 }
 
-// wake puts c on the ready list and reschedules its timer.
+// wake puts c on the ready list. Its timer is rescheduled when it leaves
+// the list (AppendDatagram, which the shell calls after every Input and
+// Tick): a session due now is not put back into the wheel to fire again
+// on every tick until then.
 func (e *Endpoint) wake(c *Conn) {
 	if c.state == StateClosed {
 		return
@@ -291,7 +296,6 @@ func (e *Endpoint) wake(c *Conn) {
 		}
 		e.readyTail = c
 	}
-	e.schedule(c)
 }
 
 // schedule puts c's timer at its deadline if that is earlier than where
@@ -315,9 +319,28 @@ func (e *Endpoint) closed(c *Conn) {
 		delete(e.handshakes, c.handshake)
 	}
 	e.wheel.remove(&c.timer)
+	e.shrinkMaps()
 	if e.opts.OnClosed != nil {
 		e.opts.OnClosed(c, c.err)
 	}
+}
+
+// shrinkMaps rebuilds the session maps once they hold a quarter of their
+// peak: Go maps never give memory back, and a burst of sessions that
+// has gone should not cost its peak forever. Amortized O(1).
+func (e *Endpoint) shrinkMaps() {
+	if e.peak < 1024 || len(e.sessions) > e.peak/4 {
+		return
+	}
+	sessions := make(map[uint64]*Conn, len(e.sessions))
+	for id, c := range e.sessions {
+		sessions[id] = c
+	}
+	handshakes := make(map[handshakeKey]*Conn, len(e.handshakes))
+	for k, c := range e.handshakes {
+		handshakes[k] = c
+	}
+	e.sessions, e.handshakes, e.peak = sessions, handshakes, len(sessions)
 }
 
 // Tick runs the timers due at now and returns when it wants the next

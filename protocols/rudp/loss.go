@@ -22,6 +22,8 @@ type lossState struct {
 	probe     bool // the next packet is a probe: it may pass the window
 	persistAt int64
 	persistN  uint8
+	again     [8]uint64 // small retransmissions to send once more, in the next packet
+	againN    int
 }
 
 // onDelivered updates RACK with a fragment the peer has acknowledged.
