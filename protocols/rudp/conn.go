@@ -62,6 +62,7 @@ type Conn struct {
 
 	// Sealed mode: nil in plain mode.
 	sendKey, recvKey cipher.AEAD
+	nonceBuf         aeadNonce
 
 	nextPN uint64
 	rx     replayWindow

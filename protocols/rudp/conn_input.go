@@ -12,7 +12,7 @@ func (c *Conn) unprotect(d []byte, h Header, pn uint64, scratch []byte) ([]byte,
 		return nil, ErrIntegrity
 	}
 	if c.recvKey != nil {
-		return openPacket(scratch, d, c.recvKey, pn)
+		return openPacket(scratch, d, c.recvKey, &c.nonceBuf, pn)
 	}
 	body, err := checkCRC(d)
 	if err != nil {

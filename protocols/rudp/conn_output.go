@@ -209,7 +209,7 @@ func (c *Conn) appendAckFrame(b []byte, limit int, now int64) []byte {
 // seal finishes a packet: trailer, counters, timers.
 func (c *Conn) seal(b []byte, start int, now int64, eliciting bool) []byte {
 	if c.sendKey != nil {
-		b = sealPacket(b, start, c.sendKey, c.nextPN)
+		b = sealPacket(b, start, c.sendKey, &c.nonceBuf, c.nextPN)
 	} else {
 		b = appendCRC(b, start)
 	}

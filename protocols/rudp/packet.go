@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -37,31 +38,33 @@ func checkCRC(p []byte) ([]byte, error) {
 }
 
 // aeadNonce is the 96-bit nonce of packet number pn: each direction of a
-// session has its own key, so the number alone makes it unique.
-func aeadNonce(pn uint64) [chacha20poly1305.NonceSize]byte {
-	var n [chacha20poly1305.NonceSize]byte
+// session has its own key, so the number alone makes it unique. It lives
+// in the session (n), not on the stack: passed to the AEAD interface, a
+// stack array would escape and cost an allocation per packet.
+type aeadNonce [chacha20poly1305.NonceSize]byte
+
+func (n *aeadNonce) set(pn uint64) []byte {
 	binary.BigEndian.PutUint64(n[4:], pn)
-	return n
+	return n[:]
 }
 
 // sealPacket encrypts b[start+HeaderLen:] in place, authenticates the
 // header with it, and appends the tag.
-func sealPacket(b []byte, start int, aead cipher.AEAD, pn uint64) []byte {
-	nonce := aeadNonce(pn)
+func sealPacket(b []byte, start int, aead cipher.AEAD, n *aeadNonce, pn uint64) []byte {
+	b = slices.Grow(b, tagLen) // Seal then works in place
 	header := b[start : start+HeaderLen]
 	plain := b[start+HeaderLen:]
-	sealed := aead.Seal(plain[:0], nonce[:], plain, header)
+	sealed := aead.Seal(plain[:0], n.set(pn), plain, header)
 	return b[:start+HeaderLen+len(sealed)]
 }
 
 // openPacket decrypts p's frames into dst (reused; the datagram itself is
 // not modified) and returns them.
-func openPacket(dst, p []byte, aead cipher.AEAD, pn uint64) ([]byte, error) {
+func openPacket(dst, p []byte, aead cipher.AEAD, n *aeadNonce, pn uint64) ([]byte, error) {
 	if len(p) < HeaderLen+tagLen {
 		return nil, ErrShort
 	}
-	nonce := aeadNonce(pn)
-	out, err := aead.Open(dst[:0], nonce[:], p[HeaderLen:], p[:HeaderLen])
+	out, err := aead.Open(dst[:0], n.set(pn), p[HeaderLen:], p[:HeaderLen])
 	if err != nil {
 		return nil, ErrIntegrity
 	}

@@ -206,3 +206,19 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatalf("expected %d", w.expected())
 	}
 }
+
+// TestSealIntoFullBuffer: sealing a packet in a buffer with no spare
+// capacity grows it (it used to slice past the capacity and panic).
+func TestSealIntoFullBuffer(t *testing.T) {
+	c2s, _ := sessionKeys(bytes.Repeat([]byte{1}, 32), 1, 2)
+	var n aeadNonce
+	for _, extra := range []int{0, 5, tagLen} {
+		b := AppendHeader(make([]byte, 0, HeaderLen+3+extra), Header{Type: TypeData, Sealed: true, SessionID: 2})
+		b = append(b, framePing, framePing, framePing)
+		sealed := sealPacket(b, 0, c2s, &n, 7)
+		frames, err := openPacket(nil, sealed, c2s, &n, 7)
+		if err != nil || !bytes.Equal(frames, []byte{framePing, framePing, framePing}) {
+			t.Fatalf("extra %d: %x, %v", extra, frames, err)
+		}
+	}
+}
