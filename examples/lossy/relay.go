@@ -22,7 +22,7 @@ type relay struct {
 	upstream netip.AddrPort
 	net      *lossy.Network
 	rebind   time.Duration
-	mu       sync.Mutex // guards net and the maps: the readers and the loop share them
+	mu       sync.Mutex                  // guards net and the maps: the readers and the loop share them
 	mappings map[netip.AddrPort]*mapping // by outside address
 	byClient map[netip.AddrPort]*mapping
 	wake     chan struct{}
