@@ -52,7 +52,7 @@ func exchange(ep *Endpoint, c *Client, addr netip.AddrPort, now time.Time, buf [
 // where it started.
 func TestManySessionsNoLeak(t *testing.T) {
 	total := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		total = 10_000
 	}
 	now := simStart
@@ -111,7 +111,7 @@ func TestManySessionsNoLeak(t *testing.T) {
 // message and went idle cost at most 2 KiB each (the figure prints).
 func TestIdleSessionMemory(t *testing.T) {
 	total := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		total = 10_000
 	}
 	now := simStart
