@@ -101,6 +101,7 @@ type Conn struct {
 	inReady    bool
 	handshake  handshakeKey // server: the entry in the handshake index, until confirmed
 	confirmed  bool         // server: the client has used the session id
+	createdAt  int64        // server: when the session was made
 	acceptSend bool         // server: an ACCEPT is owed
 }
 

@@ -242,7 +242,7 @@ func (e *Endpoint) newSession(peer netip.AddrPort, key handshakeKey, hello *hell
 	}
 	c.state = StateEstablished
 	c.path.addr = peer
-	c.lastHeard, c.lastSent, c.lastData = e.now, e.now, e.now
+	c.lastHeard, c.lastSent, c.lastData, c.createdAt = e.now, e.now, e.now, e.now
 	c.acceptSend = true
 	c.handshake = key
 	e.sessions[c.id] = c
@@ -358,7 +358,10 @@ func (e *Endpoint) fire(n *timerNode) {
 	if c.state == StateClosed {
 		return
 	}
-	if c.handshake != (handshakeKey{}) && c.confirmed {
+	// The handshake entry stays while the client's cookie could still be
+	// valid: a late copy of its INITIAL must find this session, not make
+	// a second one.
+	if c.handshake != (handshakeKey{}) && c.confirmed && e.now-c.createdAt > int64(e.cfg.CookieLifetime) {
 		if e.handshakes[c.handshake] == c {
 			delete(e.handshakes, c.handshake)
 		}

@@ -232,3 +232,37 @@ func binaryPut(b []byte, v uint64) {
 		b[i] = byte(v >> (8 * (i % 8)))
 	}
 }
+
+// TestLateInitialMakesNoSecondSession: a copy of the client's INITIAL
+// that arrives after the session is in use (the network duplicated it,
+// or an on-path attacker replays it), while its cookie is still valid,
+// gets the same session's ACCEPT again, not a second session.
+func TestLateInitialMakesNoSecondSession(t *testing.T) {
+	s := newSim(t, 27, Config{}, noImpairment())
+	var initials [][]byte
+	s.tap = func(up bool, b []byte) {
+		if h, err := ParseHeader(b); err == nil && up && h.Type == TypeInitial {
+			initials = append(initials, append([]byte(nil), b...))
+		}
+	}
+	var got int
+	s.onServerMessage = func(*Conn, []byte) { got++ }
+	c := s.addClient(Config{})
+	s.established()
+	for i := 0; i < 5; i++ {
+		if err := c.Send([]byte("data")); err != nil {
+			t.Fatal(err)
+		}
+		s.runUntil(s.now.Add(time.Second), nil)
+	}
+	if got != 5 || len(initials) != 2 {
+		t.Fatalf("%d messages, %d INITIALs", got, len(initials))
+	}
+	for _, d := range initials {
+		s.ep.Input(c.addr, d, s.now)
+	}
+	s.runUntil(s.now.Add(time.Second), nil)
+	if st := s.ep.Stats(); st.Sessions != 1 || st.SessionsOpened != 1 || c.State() != StateEstablished {
+		t.Fatalf("%+v; client %v", st, c.State())
+	}
+}
