@@ -118,20 +118,8 @@ func run(args []string) error {
 	}
 	defer conn.Close()
 	r := newRelay(conn, upstream, o.cfg, o.rebind)
-	if o.blackout != "" {
-		var start, length time.Duration
-		parts := strings.SplitN(o.blackout, "+", 2)
-		if len(parts) != 2 {
-			return fmt.Errorf("-blackout %q: want START+LENGTH", o.blackout)
-		}
-		if start, err = time.ParseDuration(parts[0]); err == nil {
-			length, err = time.ParseDuration(parts[1])
-		}
-		if err != nil {
-			return fmt.Errorf("-blackout %q: %w", o.blackout, err)
-		}
-		t0 := time.Now().Add(start)
-		r.net.Blackout(t0, t0.Add(length))
+	if err := blackout(r.net, o.blackout, time.Now()); err != nil {
+		return err
 	}
 	fmt.Printf("lossy: %s -> %s\n", conn.LocalAddr(), upstream)
 	if o.stats > 0 {
@@ -152,4 +140,25 @@ func run(args []string) error {
 	conn.Close()
 	fmt.Println("lossy:", r.report())
 	return err
+}
+
+// blackout schedules "START+LENGTH" (durations from now) on n.
+func blackout(n *lossy.Network, spec string, now time.Time) error {
+	if spec == "" {
+		return nil
+	}
+	parts := strings.SplitN(spec, "+", 2)
+	if len(parts) != 2 {
+		return fmt.Errorf("-blackout %q: want START+LENGTH", spec)
+	}
+	start, err := time.ParseDuration(parts[0])
+	var length time.Duration
+	if err == nil {
+		length, err = time.ParseDuration(parts[1])
+	}
+	if err != nil {
+		return fmt.Errorf("-blackout %q: %w", spec, err)
+	}
+	n.Blackout(now.Add(start), now.Add(start+length))
+	return nil
 }

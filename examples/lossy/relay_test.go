@@ -144,6 +144,12 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parse([]string{"-loss", "1.5"}); err == nil {
 		t.Fatal("a loss of 1.5 accepted")
 	}
+	if err := blackout(lossy.New(lossy.Config{}), "30s", time.Now()); err == nil {
+		t.Fatal("a blackout without a length accepted")
+	}
+	if err := blackout(lossy.New(lossy.Config{}), "30s+10s", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := loopbackOnly("192.0.2.1:5020"); err == nil {
 		t.Fatal("a non-loopback upstream accepted")
 	}

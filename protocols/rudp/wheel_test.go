@@ -81,4 +81,3 @@ func TestWheel(t *testing.T) {
 		t.Fatalf("%d scheduled, wheel counts %d; %d fired", n, w.count, fired)
 	}
 }
-
