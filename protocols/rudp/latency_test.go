@@ -24,6 +24,10 @@ type telemetryResult struct {
 // latency of a message is from Send to the server application reading it.
 func runTelemetry(t testing.TB, loss float64, sessions int, dur time.Duration) telemetryResult {
 	imp := lossy.Impairment{Loss: loss, Delay: 10 * time.Millisecond}
+	if loss < 0 { // bursty: Gilbert-Elliott, about 10 % in runs of about 4
+		imp.Loss = 0
+		imp.Burst = &lossy.GilbertElliott{GoodToBad: 0.03, BadToGood: 0.25, LossGood: 0.0, LossBad: 0.9}
+	}
 	s := newSim(t, 51, Config{}, lossy.Config{Up: imp, Down: imp})
 	var lat []time.Duration
 	last := map[uint64]uint32{}
@@ -94,21 +98,26 @@ func runTelemetry(t testing.TB, loss float64, sessions int, dur time.Duration) t
 }
 
 func (r telemetryResult) String() string {
-	return fmt.Sprintf("loss %2.0f%%: delivered %d/%d (%.2f%%), p50 %v, p99 %v, p99.9 %v, max %v, wire/payload %.2fx (client->server %.2fx)",
-		r.loss*100, r.delivered, r.sent, 100*float64(r.delivered)/float64(r.sent), r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond),
+	name := fmt.Sprintf("loss %2.0f%%", r.loss*100)
+	if r.loss < 0 {
+		name = "bursty 10%" // the Gilbert-Elliott model's mean: 0.9 * 0.03 / 0.28
+	}
+	return fmt.Sprintf("%s: delivered %d/%d (%.2f%%), p50 %v, p99 %v, p99.9 %v, max %v, wire/payload %.2fx (client->server %.2fx)",
+		name, r.delivered, r.sent, 100*float64(r.delivered)/float64(r.sent), r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond),
 		r.p999.Round(100*time.Microsecond), r.pmax.Round(100*time.Microsecond), r.wirePerPayload, r.upPerPayload)
 }
 
 // TestTelemetryLatency is the latency load: 50 sessions sending
 // 64 B every 20 ms at 20 ms RTT with 5, 10 and 20 % loss each way, for a
-// minute of virtual time. Every message must arrive, in order; the
+// minute of virtual time, and over bursty loss of about 10 %. Every
+// message must arrive, in order; the
 // figures print with -v (the README's table comes from here).
 func TestTelemetryLatency(t *testing.T) {
 	dur := time.Minute
 	if testing.Short() || raceEnabled {
 		dur = 10 * time.Second
 	}
-	for _, loss := range []float64{0.05, 0.10, 0.20} {
+	for _, loss := range []float64{0.05, 0.10, 0.20, -1} {
 		r := runTelemetry(t, loss, 50, dur)
 		t.Log(r)
 		if r.delivered != r.sent {
