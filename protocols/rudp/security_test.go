@@ -141,3 +141,56 @@ func TestSealedClientPlainServer(t *testing.T) {
 		t.Fatalf("client %v, %+v", c.State(), s.ep.Stats())
 	}
 }
+
+// TestBrokenFramingClosesTheSession: fragments that do not form messages
+// (a middle fragment first, a first inside a message, a message past the
+// limit) close the session with a CLOSE the client sees.
+func TestBrokenFramingClosesTheSession(t *testing.T) {
+	big := make([]byte, 1000)
+	cases := map[string][]byte{
+		"middle first":     appendData(nil, 0, 0, []byte("x")),
+		"first in message": appendData(appendData(nil, 0, fragFirst, []byte("x")), 1, fragFirst|fragLast, []byte("y")),
+		"too large": func() []byte {
+			var b []byte
+			for i := 0; i < 70; i++ { // 70 KB, the limit is 64 KiB
+				flags := byte(0)
+				if i == 0 {
+					flags = fragFirst
+				}
+				b = appendData(b, uint32(i), flags, big)
+			}
+			return b
+		}(),
+	}
+	for name, frames := range cases {
+		s := newSim(t, 34, Config{}, noImpairment())
+		c := s.addClient(Config{})
+		s.established()
+		sc := s.ep.Session(c.ID())
+		for len(frames) > 0 { // as many packets as it takes
+			var f frame
+			n := 0
+			for rest := frames; len(rest) > 0 && n+len(rest)-len(mustParse(rest, &f)) <= 1100; {
+				next := mustParse(rest, &f)
+				n += len(rest) - len(next)
+				rest = next
+			}
+			d := AppendHeader(nil, Header{Type: TypeData, SessionID: c.ID(), Number: uint32(sc.rx.expected())})
+			s.ep.Input(c.addr, appendCRC(append(d, frames[:n]...), 0), s.now)
+			frames = frames[n:]
+		}
+		s.flush()
+		s.runUntil(s.now.Add(time.Second), nil)
+		if sc.State() != StateClosed || !errors.Is(c.Err(), ErrPeerClosed) || s.ep.Stats().Sessions != 0 {
+			t.Errorf("%s: server %v, client %v %v", name, sc.State(), c.State(), c.Err())
+		}
+	}
+}
+
+func mustParse(b []byte, f *frame) []byte {
+	rest, err := parseFrame(b, f)
+	if err != nil {
+		panic(err)
+	}
+	return rest
+}
