@@ -47,9 +47,9 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 		c.challengeSent(now)
 		eliciting = true
 	}
-	var carried bool
-	b, carried = c.appendPayload(b, limit-ackRoom, now)
-	eliciting = eliciting || carried
+	var reliable, carried bool
+	b, reliable, carried = c.appendPayload(b, limit-ackRoom, now)
+	eliciting = eliciting || reliable
 	if c.pingPending && !eliciting {
 		b = append(b, framePing)
 		c.pingSent(now)
@@ -57,7 +57,7 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 	}
 	c.pingPending = c.pingPending && !eliciting
 	due := c.ackPending && (c.ackNow || now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay))
-	if c.ackPending && (eliciting || due) {
+	if c.ackPending && (eliciting || carried || due) {
 		b = c.appendAckFrame(b, limit, now)
 	}
 	if len(b) == start+HeaderLen {
@@ -68,17 +68,18 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 
 // appendPayload adds retransmissions, then new fragments, then unreliable
 // datagrams, as the pacer, the congestion window and the peer's window
-// allow.
-func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
+// allow. reliable says it added a DATA frame (which asks for an ACK; a
+// DATAGRAM does not), carried that it added anything.
+func (c *Conn) appendPayload(b []byte, limit int, now int64) (out []byte, reliable, carried bool) {
 	q := &c.snd
 	probe := c.loss.probe
 	hasData := q.lost > 0 || q.nxt < q.end && q.nxt < c.peerLimit || c.dgramOut.size > 0 || probe || c.loss.againN > 0
 	if !hasData {
-		return b, false
+		return b, false, false
 	}
 	c.cc.refill(now, c.rtt.srtt)
 	if ok, _ := c.cc.canSend(c.maxDatagram, c.rtt.srtt); !ok && !probe {
-		return b, false
+		return b, false, false
 	}
 	before := len(b)
 	b = c.appendCopies(b, limit, now)
@@ -111,6 +112,7 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 		b = c.appendProbe(b, limit, now)
 	}
 	c.loss.probe = false
+	reliable = len(b) > before
 	for c.dgramOut.size > 0 && len(b)+datagramOverhead+len(c.dgramOut.peek()) <= limit {
 		buf := c.dgramOut.pop()
 		b = appendDatagram(b, buf)
@@ -120,7 +122,7 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) ([]byte, bool) {
 		c.cc.spend(len(b) - before)
 		c.lastData = now
 	}
-	return b, len(b) > before
+	return b, reliable, len(b) > before
 }
 
 // redundantMax is the largest fragment whose retransmission goes out

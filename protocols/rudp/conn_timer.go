@@ -30,6 +30,9 @@ func (c *Conn) deadline(now int64) int64 {
 	}
 	if c.client && c.keepAlive > 0 {
 		earliest(c.lastSent + int64(c.keepAlive))
+		if !c.pingOutstanding() {
+			earliest(c.lastHeard + int64(c.keepAlive))
+		}
 	}
 	if c.pingWaitAt != 0 && c.lastHeard < c.pingSentAt {
 		earliest(c.pingWaitAt)
@@ -77,7 +80,7 @@ func (c *Conn) onTimer(now int64) {
 	if c.ackPending && now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay) {
 		c.ackNow = true
 	}
-	if c.client && c.keepAlive > 0 && now-c.lastSent >= int64(c.keepAlive) {
+	if c.keepaliveDue(now) {
 		c.pingPending = true
 		c.pingRetries = 0
 		c.stats.ProbesSent++
@@ -92,6 +95,21 @@ func (c *Conn) onTimer(now int64) {
 	}
 	c.idleShrink(now)
 }
+
+// keepaliveDue: a client pings when it has sent nothing for the
+// keepalive interval (the NAT's mapping needs traffic) or heard nothing
+// for as long (its own traffic may ask for no answer: unreliable
+// datagrams), unless a ping is already waiting for its answer.
+func (c *Conn) keepaliveDue(now int64) bool {
+	if !c.client || c.keepAlive <= 0 {
+		return false
+	}
+	ka := int64(c.keepAlive)
+	return now-c.lastSent >= ka || now-c.lastHeard >= ka && !c.pingOutstanding()
+}
+
+// pingOutstanding: a ping went out after the last word from the peer.
+func (c *Conn) pingOutstanding() bool { return c.pingSentAt > c.lastHeard }
 
 // pingSent arms the wait for a keepalive's answer, backed off like the
 // RTO, so a lossy link gets several tries within the idle timeout.

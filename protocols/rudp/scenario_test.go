@@ -266,3 +266,46 @@ func TestLateInitialMakesNoSecondSession(t *testing.T) {
 		t.Fatalf("%+v; client %v", st, c.State())
 	}
 }
+
+// TestDatagramOnlyClientStaysAlive: a client that only sends unreliable
+// telemetry (which asks for no ACK) still hears from its server, through
+// its keepalives, and keeps its session for minutes; every datagram of a
+// clean path arrives.
+func TestDatagramOnlyClientStaysAlive(t *testing.T) {
+	s := newSim(t, 28, Config{}, noImpairment())
+	got := 0
+	s.ep.opts.OnReadable = func(c *Conn) {
+		for {
+			if _, ok := c.ReadDatagram(nil); !ok {
+				return
+			}
+			got++
+		}
+	}
+	c := s.addClient(Config{})
+	s.established()
+	next, sent := s.now, 0
+	stop := s.now.Add(3 * time.Minute)
+	s.wake = func() time.Time {
+		if !next.Before(stop) {
+			return time.Time{}
+		}
+		return next
+	}
+	s.app = func(now time.Time) {
+		for !now.Before(next) && next.Before(stop) {
+			if err := c.SendUnreliable([]byte("t=21.5")); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+			next = next.Add(time.Second)
+		}
+	}
+	s.runUntil(stop.Add(time.Second), func() bool { return c.State() != StateEstablished })
+	if c.State() != StateEstablished || s.ep.Stats().Sessions != 1 {
+		t.Fatalf("session died after %v: %v", s.now.Sub(simStart), c.Err())
+	}
+	if got != sent {
+		t.Fatalf("%d of %d datagrams arrived", got, sent)
+	}
+}
