@@ -115,12 +115,29 @@ func (q *dgramQueue) push(b []byte, limit int) bool {
 	if q.size >= limit {
 		return false
 	}
-	if q.bufs == nil {
-		q.bufs = make([][]byte, limit)
+	if q.size == len(q.bufs) {
+		q.grow(min(max(4, 2*len(q.bufs)), limit))
 	}
 	q.bufs[(q.head+q.size)%len(q.bufs)] = b
 	q.size++
 	return true
+}
+
+// grow re-lays the ring in a slice of n: it starts small and grows to
+// the limit only for sessions that queue that many.
+func (q *dgramQueue) grow(n int) {
+	bufs := make([][]byte, n)
+	for i := 0; i < q.size; i++ {
+		bufs[i] = q.bufs[(q.head+i)%len(q.bufs)]
+	}
+	q.bufs, q.head = bufs, 0
+}
+
+// shrink drops the ring of an idle session.
+func (q *dgramQueue) shrink() {
+	if q.size == 0 {
+		q.bufs, q.head = nil, 0
+	}
 }
 
 func (q *dgramQueue) peek() []byte { return q.bufs[q.head] }

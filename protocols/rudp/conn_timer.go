@@ -128,5 +128,7 @@ func (c *Conn) idleShrink(now int64) {
 	if now-c.lastData >= int64(time.Second) {
 		c.snd.shrink()
 		c.rcv.shrink()
+		c.dgramOut.shrink()
+		c.dgramIn.shrink()
 	}
 }
