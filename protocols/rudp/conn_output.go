@@ -20,10 +20,10 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 	case c.acceptSend:
 		return c.appendHandshake(b, now), true
 	}
-	room := min(c.maxDatagram, c.sendCredit()) - c.trailerLen()
-	if room < HeaderLen+ackFixedLen+pathFrameLen {
+	if c.creditBlocked() {
 		return b, false
 	}
+	room := min(c.maxDatagram, c.sendCredit()) - c.trailerLen()
 	start := len(b)
 	b = AppendHeader(b, Header{Type: TypeData, Sealed: c.sendKey != nil, SessionID: c.id, Number: uint32(c.nextPN)})
 	limit := start + room

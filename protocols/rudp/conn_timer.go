@@ -37,7 +37,7 @@ func (c *Conn) deadline(now int64) int64 {
 	if c.pingWaitAt != 0 && c.lastHeard < c.pingSentAt {
 		earliest(c.pingWaitAt)
 	}
-	if c.hasPaced() {
+	if c.hasPaced() && !c.creditBlocked() {
 		c.cc.refill(now, c.rtt.srtt)
 		ok, wait := c.cc.canSend(c.maxDatagram, c.rtt.srtt)
 		if ok {

@@ -95,6 +95,12 @@ func (c *Conn) sendCredit() int {
 	return 1 << 30
 }
 
+// creditBlocked: the candidate path's credit is too small for a packet;
+// only bytes from it (or its validation) unblock the session.
+func (c *Conn) creditBlocked() bool {
+	return c.path.candActive && c.path.credit-c.trailerLen() < HeaderLen+ackFixedLen+pathFrameLen
+}
+
 // randomValue draws 64 random bits from the owner's source.
 func (c *Conn) randomValue() uint64 {
 	if c.ep != nil {
