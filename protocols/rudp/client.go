@@ -236,3 +236,7 @@ func (c *Client) NextDeadline(now time.Time) time.Time {
 	}
 	return c.epoch.Add(time.Duration(d))
 }
+
+// Buffered is how many reliable bytes wait: held for the handshake, or
+// queued and not yet acknowledged.
+func (c *Client) Buffered() int { return c.pendingN + c.snd.bytes }
