@@ -262,3 +262,47 @@ func BenchmarkKeepalive(b *testing.B) {
 		b.Fatalf("%d sessions left of %d", st.Sessions, sessions)
 	}
 }
+
+// BenchmarkEcho: one 64-byte message to the server and its echo back,
+// both ends' protocol work (no sockets), 32 messages per exchange: the
+// pure core's share of "echo messages per CPU-second".
+func BenchmarkEcho(b *testing.B) {
+	p := newPair(b, Config{})
+	p.ep.opts.OnReadable = func(c *Conn) {
+		for {
+			m, ok := c.ReadMessage(p.read[:0])
+			if !ok {
+				return
+			}
+			p.read = m
+			if err := c.Send(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	msg := make([]byte, 64)
+	echoed := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 32 {
+		for k := 0; k < 32 && i+k < b.N; k++ {
+			if err := p.c.Send(msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		p.now = p.now.Add(time.Millisecond)
+		for r := 0; r < 3; r++ {
+			exchange(p.ep, p.c, p.addr, p.now, p.buf)
+		}
+		for {
+			if _, ok := p.c.ReadMessage(p.read[:0]); !ok {
+				break
+			}
+			echoed++
+		}
+	}
+	b.StopTimer()
+	if echoed != b.N {
+		b.Fatalf("%d echoes of %d", echoed, b.N)
+	}
+}

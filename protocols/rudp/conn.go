@@ -19,6 +19,7 @@ const (
 
 var stateNames = [...]string{"handshake", "established", "closing", "closed"}
 
+// String names the state.
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]

@@ -261,6 +261,8 @@ type event struct {
 	up       bool
 }
 
+// eventQueue is a min-heap of events by arrival time, then send order
+// (container/heap's methods below).
 type eventQueue []event
 
 func (q eventQueue) Len() int { return len(q) }
