@@ -1,22 +1,34 @@
 package rudp
 
-import "math/bits"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
-// budget is the memory an Endpoint (or a Client) lets its sessions hold in
-// message buffers. A worker owns it: no locks.
-type budget struct {
-	used, limit int
+// Budget is the memory that sessions may hold in message buffers, shared
+// by the endpoints of every worker of a handler (so one busy worker may
+// use what idle ones do not): safe for concurrent use, one atomic add per
+// buffer taken or given back.
+type Budget struct {
+	used  atomic.Int64
+	limit int64
 }
 
-func (b *budget) take(n int) bool {
-	if b.used+n > b.limit {
+// NewBudget makes a budget of limit bytes.
+func NewBudget(limit int) *Budget { return &Budget{limit: int64(limit)} }
+
+// InUse is how many bytes the sessions hold now.
+func (b *Budget) InUse() int { return int(b.used.Load()) }
+
+func (b *Budget) take(n int) bool {
+	if b.used.Add(int64(n)) > b.limit {
+		b.used.Add(-int64(n))
 		return false
 	}
-	b.used += n
 	return true
 }
 
-func (b *budget) give(n int) { b.used -= n }
+func (b *Budget) give(n int) { b.used.Add(-int64(n)) }
 
 // bufPool recycles message buffers in power-of-two size classes from 64
 // bytes up, so a steady stream allocates nothing and a 64-byte message
@@ -24,7 +36,8 @@ func (b *budget) give(n int) { b.used -= n }
 // to the budget by its capacity until it is put back.
 type bufPool struct {
 	free   [bufClasses][][]byte
-	budget *budget
+	budget *Budget
+	held   int // bytes this pool's buffers hold (of the budget)
 }
 
 const (
@@ -51,6 +64,7 @@ func (p *bufPool) get(n int) ([]byte, bool) {
 	if !p.budget.take(size) {
 		return nil, false
 	}
+	p.held += size
 	if k := len(p.free[c]); k > 0 {
 		b := p.free[c][k-1]
 		p.free[c][k-1] = nil
@@ -67,6 +81,7 @@ func (p *bufPool) put(b []byte) {
 	}
 	c := bufClass(cap(b))
 	p.budget.give(cap(b))
+	p.held -= cap(b)
 	if len(p.free[c]) < bufMaxFree {
 		p.free[c] = append(p.free[c], b[:0])
 	}

@@ -13,7 +13,6 @@ import (
 // AppendDatagram gives.
 type Client struct {
 	Conn
-	budget    budget
 	cookie    [cookieLen]byte
 	hasCookie bool
 	started   int64
@@ -46,8 +45,7 @@ func NewClient(cfg Config, rnd io.Reader, now time.Time) (*Client, error) {
 	c.Conn.client = true
 	c.Conn.epoch = now
 	c.Conn.nonce = binary.BigEndian.Uint64(nb[:])
-	c.budget.limit = cfg.MemoryBudget
-	c.Conn.pool = &bufPool{budget: &c.budget}
+	c.Conn.pool = &bufPool{budget: NewBudget(cfg.MemoryBudget)}
 	c.Conn.timer.level = -1
 	c.rtt.init(cfg.InitialRTT)
 	c.idleTimeout = cfg.IdleTimeout

@@ -42,9 +42,10 @@ type Config struct {
 	CookieLifetime, CookieRotation time.Duration
 	// MaxSessions bounds one Endpoint's sessions.
 	MaxSessions int
-	// MemoryBudget bounds the bytes of message buffers one Endpoint holds
-	// for all its sessions together (queued, in flight, out of order or
-	// not yet read).
+	// MemoryBudget bounds the bytes of message buffers (queued, in
+	// flight, out of order or not yet read) that all sessions hold
+	// together: one Endpoint's, or all of a Handler's workers' (they
+	// share one Budget).
 	MemoryBudget int
 	// PendingRetries bounds the stateless replies an Endpoint holds
 	// between Input and AppendDatagram; more are dropped.

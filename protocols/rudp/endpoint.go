@@ -20,6 +20,10 @@ type EndpointOptions struct {
 	// Rand supplies session ids and challenges (crypto/rand by default;
 	// tests pass a seeded source).
 	Rand io.Reader
+	// Budget, when set, is the memory budget this endpoint shares with
+	// others (a handler's workers); otherwise it has its own of
+	// Config.MemoryBudget.
+	Budget *Budget
 	// OnSession is called for a new session, OnClosed when one ends (with
 	// why), OnReadable when messages or datagrams wait. They run inside
 	// Input, Tick or AppendDatagram and may use the Conn, but must not
@@ -39,7 +43,7 @@ type EndpointStats struct {
 	UnknownSessions  uint64 // DATA for no session
 	Malformed        uint64 // bad header, CRC or frames outside a session
 	Refused          uint64 // plain client in sealed mode, unknown device, bad AUTH, no room
-	MemoryInUse      int    // bytes of message buffers held
+	MemoryInUse      int    // bytes of message buffers this endpoint's sessions hold
 	PendingResponses int    // stateless replies waiting
 }
 
@@ -66,7 +70,6 @@ type Endpoint struct {
 	sessions   map[uint64]*Conn
 	handshakes map[handshakeKey]*Conn
 	cookies    *cookieJar
-	budget     budget
 	pool       bufPool
 	wheel      wheel
 	ready      *Conn // sessions that may have a packet to send
@@ -105,8 +108,10 @@ func NewEndpoint(cfg Config, opts EndpointOptions, now time.Time) (*Endpoint, er
 		replies:    make([]retryReply, cfg.PendingRetries),
 		scratch:    make([]byte, MaxDatagram),
 	}
-	e.budget.limit = cfg.MemoryBudget
-	e.pool.budget = &e.budget
+	e.pool.budget = opts.Budget
+	if e.pool.budget == nil {
+		e.pool.budget = NewBudget(cfg.MemoryBudget)
+	}
 	return e, nil
 }
 
@@ -114,7 +119,7 @@ func NewEndpoint(cfg Config, opts EndpointOptions, now time.Time) (*Endpoint, er
 func (e *Endpoint) Stats() EndpointStats {
 	s := e.stats
 	s.Sessions = len(e.sessions)
-	s.MemoryInUse = e.budget.used
+	s.MemoryInUse = e.pool.held
 	s.PendingResponses = e.replyCount
 	return s
 }

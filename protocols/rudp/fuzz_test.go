@@ -155,8 +155,8 @@ func FuzzClient(f *testing.F) {
 		}
 		s.flush()
 		s.runUntil(s.now.Add(time.Second), nil)
-		if c.budget.used > cfg.MemoryBudget || c.dgramIn.size > c.cfg.DatagramQueue {
-			t.Fatalf("bounds broken: budget %d, datagrams %d", c.budget.used, c.dgramIn.size)
+		if c.pool.held > cfg.MemoryBudget || c.dgramIn.size > c.cfg.DatagramQueue {
+			t.Fatalf("bounds broken: budget %d, datagrams %d", c.pool.held, c.dgramIn.size)
 		}
 	})
 }

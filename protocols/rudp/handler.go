@@ -24,14 +24,16 @@ type App interface {
 // HandlerStats counts what a Handler's workers did outside the sessions'
 // own counters.
 type HandlerStats struct {
-	SendErrors uint64 // datagrams DatagramOut refused
-	Panics     uint64 // sessions closed because the App panicked
+	SendErrors  uint64 // datagrams DatagramOut refused
+	Panics      uint64 // sessions closed because the App panicked
+	MemoryInUse int    // message buffers of all workers' sessions
 }
 
 // Handler serves rudp on the gateway's datagram workers: it is the thin
 // I/O shell (protocols.DatagramHandler) around one Endpoint per worker.
 type Handler struct {
 	cfg    Config
+	budget *Budget // all workers' sessions together
 	secret [32]byte
 	app    App
 	stats  struct{ sendErrors, panics atomic.Uint64 }
@@ -44,7 +46,7 @@ func NewHandler(cfg Config, app App) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, app: app}
+	h := &Handler{cfg: cfg, app: app, budget: NewBudget(cfg.MemoryBudget)}
 	if _, err := rand.Read(h.secret[:]); err != nil {
 		return nil, err
 	}
@@ -53,7 +55,7 @@ func NewHandler(cfg Config, app App) (*Handler, error) {
 
 // Stats returns the counters; safe from any goroutine.
 func (h *Handler) Stats() HandlerStats {
-	return HandlerStats{SendErrors: h.stats.sendErrors.Load(), Panics: h.stats.panics.Load()}
+	return HandlerStats{SendErrors: h.stats.sendErrors.Load(), Panics: h.stats.panics.Load(), MemoryInUse: h.budget.InUse()}
 }
 
 // Route is the package's Route: by session id, else by source address.
@@ -65,7 +67,7 @@ func (h *Handler) Route(peer netip.AddrPort, d []byte, workers int) int {
 func (h *Handler) Worker(index, workers int, out protocols.DatagramOut) protocols.DatagramWorker {
 	w := &worker{h: h, out: out, buf: make([]byte, 0, MaxDatagram), read: make([]byte, 0, 4096)}
 	ep, err := NewEndpoint(h.cfg, EndpointOptions{
-		Worker: index, Workers: workers, Secret: h.secret,
+		Worker: index, Workers: workers, Secret: h.secret, Budget: h.budget,
 		OnSession:  func(c *Conn) { w.call(c, func() { h.app.Opened(c) }) },
 		OnReadable: w.readable,
 		OnClosed:   func(c *Conn, err error) { w.call(c, func() { h.app.Closed(c, err) }) },

@@ -170,3 +170,44 @@ func TestMaxSessions(t *testing.T) {
 		t.Fatalf("%d established, %d refused; %+v", est, refused, s.ep.Stats())
 	}
 }
+
+// TestSharedBudget: endpoints sharing a budget hold, together, no more
+// than it; what one frees, another may use.
+func TestSharedBudget(t *testing.T) {
+	shared := NewBudget(64 << 10)
+	var eps [2]*Endpoint
+	for i := range eps {
+		ep, err := NewEndpoint(Config{}, EndpointOptions{Worker: i, Workers: 2, Budget: shared}, simStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[i] = ep
+	}
+	p0 := &eps[0].pool
+	var held [][]byte
+	for {
+		b, ok := p0.get(1000) // 1 KiB class
+		if !ok {
+			break
+		}
+		held = append(held, b)
+	}
+	if shared.InUse() != 64<<10 || eps[0].Stats().MemoryInUse != 64<<10 {
+		t.Fatalf("in use %d, endpoint 0 holds %d", shared.InUse(), eps[0].Stats().MemoryInUse)
+	}
+	if _, ok := eps[1].pool.get(100); ok {
+		t.Fatal("endpoint 1 took memory past the shared budget")
+	}
+	p0.put(held[0])
+	if b, ok := eps[1].pool.get(1000); !ok || eps[1].Stats().MemoryInUse != 1024 {
+		t.Fatalf("endpoint 1 cannot use what endpoint 0 gave back (%v)", ok)
+	} else {
+		eps[1].pool.put(b)
+	}
+	for _, b := range held[1:] {
+		p0.put(b)
+	}
+	if shared.InUse() != 0 {
+		t.Fatalf("%d bytes left in use", shared.InUse())
+	}
+}
