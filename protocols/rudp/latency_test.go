@@ -114,7 +114,10 @@ func (r telemetryResult) String() string {
 // figures print with -v (the README's table comes from here).
 func TestTelemetryLatency(t *testing.T) {
 	dur := time.Minute
-	if testing.Short() || raceEnabled {
+	switch {
+	case raceEnabled:
+		dur = 3 * time.Second
+	case testing.Short():
 		dur = 10 * time.Second
 	}
 	var clean float64
