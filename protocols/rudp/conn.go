@@ -1,0 +1,357 @@
+package rudp
+
+import (
+	"crypto/cipher"
+	"net/netip"
+	"time"
+)
+
+// State is a session's life stage.
+type State uint8
+
+// The states.
+const (
+	StateHandshake   State = iota // client: waiting for ACCEPT
+	StateEstablished              // both: data flows
+	StateClosing                  // a CLOSE is queued; sent by the next AppendDatagram
+	StateClosed                   // gone; Err says why
+)
+
+var stateNames = [...]string{"handshake", "established", "closing", "closed"}
+
+// String names the state.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// Stats counts what happened on one session.
+type Stats struct {
+	PacketsSent, PacketsReceived uint64
+	BytesSent, BytesReceived     uint64 // whole datagrams
+	Retransmits                  uint64 // fragments sent again
+	ProbesSent                   uint64 // tail loss probes and keepalives
+	RTOs                         uint64
+	Duplicates                   uint64 // packets or fragments received twice
+	Malformed                    uint64 // packets dropped for a bad frame
+	Integrity                    uint64 // packets that failed the CRC or AEAD
+	AcksRejected                 uint64 // ACK frames acknowledging what was never sent
+	DatagramsDropped             uint64 // unreliable messages lost to a full queue
+	OutOfWindow                  uint64 // fragments past the receive window
+	PathChallenges               uint64
+	Migrations                   uint64 // new paths validated
+}
+
+// Conn is one session, on either side. Its methods are called from one
+// goroutine: the owning worker's, or the client's.
+type Conn struct {
+	cfg    *Config
+	client bool
+	state  State
+	err    error
+	id     uint64
+	nonce  uint64 // the client's handshake nonce
+	epoch  time.Time
+	pool   *bufPool
+	ep     *Endpoint // server side only
+
+	// Negotiated parameters.
+	maxDatagram, fragSize, maxMessage int
+	idleTimeout, keepAlive            time.Duration
+
+	// Sealed mode: nil in plain mode.
+	sendKey, recvKey cipher.AEAD
+	nonceBuf         aeadNonce
+
+	nextPN uint64
+	rx     replayWindow
+
+	snd       sendQueue
+	peerLimit uint64 // the peer accepts fragments below this
+	rcv       recvQueue
+	dgramOut  dgramQueue
+	dgramIn   dgramQueue
+	rtt       rttState
+	cc        congestion
+	loss      lossState
+
+	// ACK generation.
+	ackPending    bool  // an ACK is owed
+	ackNow        bool  // send it without delay
+	ackFirstAt    int64 // when the oldest unacknowledged ack-eliciting packet came
+	ackEliciting  int   // ack-eliciting packets since the last ACK sent
+	windowUpdated bool  // the window opened since the last ACK
+
+	lastHeard, lastSent, lastAckEliciting int64
+	lastData                              int64 // a DATA frame sent or received
+	pingPending                           bool
+	pingSentAt, pingWaitAt                int64
+	pingRetries                           uint8
+	closeCode                             uint16
+	closeReason                           string
+
+	path pathState
+
+	stats Stats
+
+	// Endpoint bookkeeping.
+	timer      timerNode
+	readyNext  *Conn
+	inReady    bool
+	handshake  handshakeKey // server: the entry in the handshake index, until confirmed
+	confirmed  bool         // server: the client has used the session id
+	createdAt  int64        // server: when the session was made
+	acceptSend bool         // server: an ACCEPT is owed
+}
+
+// dgramQueue is a bounded FIFO of unreliable messages.
+type dgramQueue struct {
+	bufs       [][]byte
+	head, size int
+}
+
+func (q *dgramQueue) push(b []byte, limit int) bool {
+	if q.size >= limit {
+		return false
+	}
+	if q.size == len(q.bufs) {
+		q.grow(min(max(4, 2*len(q.bufs)), limit))
+	}
+	q.bufs[(q.head+q.size)%len(q.bufs)] = b
+	q.size++
+	return true
+}
+
+// grow re-lays the ring in a slice of n: it starts small and grows to
+// the limit only for sessions that queue that many.
+func (q *dgramQueue) grow(n int) {
+	bufs := make([][]byte, n)
+	for i := 0; i < q.size; i++ {
+		bufs[i] = q.bufs[(q.head+i)%len(q.bufs)]
+	}
+	q.bufs, q.head = bufs, 0
+}
+
+// shrink drops the ring of an idle session.
+func (q *dgramQueue) shrink() {
+	if q.size == 0 {
+		q.bufs, q.head = nil, 0
+	}
+}
+
+func (q *dgramQueue) peek() []byte { return q.bufs[q.head] }
+
+func (q *dgramQueue) pop() []byte {
+	b := q.bufs[q.head]
+	q.bufs[q.head] = nil
+	q.head = (q.head + 1) % len(q.bufs)
+	q.size--
+	return b
+}
+
+func (q *dgramQueue) clear(pool *bufPool) {
+	for q.size > 0 {
+		pool.put(q.pop())
+	}
+	q.bufs, q.head = nil, 0
+}
+
+// nanos converts a caller's time to the session's clock.
+func (c *Conn) nanos(now time.Time) int64 { return int64(now.Sub(c.epoch)) }
+
+// init sets up what both sides share once the parameters are known.
+func (c *Conn) init(maxDatagram, peerWindow int, idle time.Duration) {
+	c.maxDatagram = maxDatagram
+	c.fragSize = fragmentSize(maxDatagram)
+	c.maxMessage = min(c.cfg.MaxMessage, peerWindow/2*c.fragSize)
+	c.idleTimeout = idle
+	c.keepAlive = min(c.cfg.KeepAlive, idle/3)
+	c.peerLimit = uint64(peerWindow)
+	c.rcv.window = uint64(c.cfg.Window)
+	c.rtt.init(c.cfg.InitialRTT)
+	c.cc.init(maxDatagram)
+}
+
+// ID is the session id (zero on a client before the handshake ends).
+func (c *Conn) ID() uint64 { return c.id }
+
+// State is the session's stage.
+func (c *Conn) State() State { return c.state }
+
+// Err is why the session closed (nil while it lives).
+func (c *Conn) Err() error { return c.err }
+
+// Peer is where the session sends: the validated address, or the new one
+// being validated.
+func (c *Conn) Peer() netip.AddrPort { return c.path.sendAddr() }
+
+// Stats returns the session's counters.
+func (c *Conn) Stats() Stats { return c.stats }
+
+// SRTT is the smoothed round-trip time.
+func (c *Conn) SRTT() time.Duration { return c.rtt.smoothed() }
+
+// MaxMessage is the largest message Send accepts on this session.
+func (c *Conn) MaxMessage() int {
+	if c.maxMessage == 0 {
+		return c.cfg.MaxMessage
+	}
+	return c.maxMessage
+}
+
+// Buffered is how many reliable bytes wait to be sent or acknowledged.
+func (c *Conn) Buffered() int { return c.snd.bytes }
+
+// Send queues msg as one reliable message, delivered once and in order.
+// It copies msg. It fails with ErrTooLarge, ErrQueueFull (the peer does
+// not keep up: back off), ErrMemory (the endpoint's budget is spent) or
+// ErrClosed.
+func (c *Conn) Send(msg []byte) error {
+	if c.state >= StateClosing {
+		return ErrClosed
+	}
+	if len(msg) > c.MaxMessage() {
+		return ErrTooLarge
+	}
+	frag := c.fragSize
+	if frag == 0 {
+		frag = fragmentSize(c.cfg.MaxDatagram) // a client before ACCEPT
+	}
+	n := max(1, (len(msg)+frag-1)/frag)
+	if c.snd.bytes+len(msg)+n*minCharge > c.cfg.SendQueue {
+		return ErrQueueFull
+	}
+	for i := 0; i < n; i++ {
+		part := msg[min(i*frag, len(msg)):min((i+1)*frag, len(msg))]
+		buf, ok := c.pool.get(len(part))
+		if !ok {
+			c.unqueue(i)
+			return ErrMemory
+		}
+		copy(buf, part)
+		var flags uint8
+		if i == 0 {
+			flags |= fragFirst
+		}
+		if i == n-1 {
+			flags |= fragLast
+		}
+		c.snd.push(buf, flags)
+	}
+	c.changed()
+	return nil
+}
+
+// unqueue takes back the last n fragments pushed (a Send that ran out of
+// memory halfway).
+func (c *Conn) unqueue(n int) {
+	for ; n > 0; n-- {
+		c.snd.end--
+		f := c.snd.at(c.snd.end)
+		c.snd.bytes -= charge(len(f.buf))
+		c.pool.put(f.buf)
+		*f = sendFrag{}
+	}
+}
+
+// SendUnreliable queues msg as one unreliable datagram: sent once, maybe
+// lost, never fragmented (ErrTooLarge past one datagram's room). A full
+// queue refuses it with ErrQueueFull.
+func (c *Conn) SendUnreliable(msg []byte) error {
+	if c.state >= StateClosing {
+		return ErrClosed
+	}
+	maxDatagram := c.maxDatagram
+	if maxDatagram == 0 {
+		maxDatagram = c.cfg.MaxDatagram
+	}
+	if len(msg) > maxDatagram-HeaderLen-tagLen-datagramOverhead-ackFixedLen {
+		return ErrTooLarge
+	}
+	buf, ok := c.pool.get(len(msg))
+	if !ok {
+		return ErrMemory
+	}
+	copy(buf, msg)
+	if !c.dgramOut.push(buf, c.cfg.DatagramQueue) {
+		c.pool.put(buf)
+		return ErrQueueFull
+	}
+	c.changed()
+	return nil
+}
+
+// ReadMessage appends the next reliable message to dst; false when none
+// is complete.
+func (c *Conn) ReadMessage(dst []byte) ([]byte, bool) {
+	if c.rcv.ready == 0 {
+		return dst, false
+	}
+	before := c.rcv.advertised()
+	dst = c.rcv.read(dst, c.pool)
+	if before < uint16(c.rcv.window/2) && c.rcv.advertised() >= uint16(c.rcv.window/2) {
+		c.windowUpdated, c.ackPending, c.ackNow = true, true, true
+		c.changed()
+	}
+	return dst, true
+}
+
+// ReadDatagram appends the next unreliable message to dst; false when
+// none is queued.
+func (c *Conn) ReadDatagram(dst []byte) ([]byte, bool) {
+	if c.dgramIn.size == 0 {
+		return dst, false
+	}
+	b := c.dgramIn.pop()
+	dst = append(dst, b...)
+	c.pool.put(b)
+	return dst, true
+}
+
+// Readable reports whether a message or a datagram waits to be read.
+func (c *Conn) Readable() bool { return c.rcv.ready > 0 || c.dgramIn.size > 0 }
+
+// Close queues a CLOSE for the peer and ends the session once it is sent
+// (AppendDatagram). Unacknowledged messages are dropped.
+func (c *Conn) Close() error {
+	return c.closeWith(CloseNormal, "")
+}
+
+func (c *Conn) closeWith(code uint16, reason string) error {
+	if c.state >= StateClosing {
+		return nil
+	}
+	if c.state == StateHandshake {
+		c.finish(ErrClosed)
+		return nil
+	}
+	c.state, c.closeCode, c.closeReason = StateClosing, code, reason
+	c.changed()
+	return nil
+}
+
+// finish ends the session at once and frees its buffers.
+func (c *Conn) finish(err error) {
+	if c.state == StateClosed {
+		return
+	}
+	c.state, c.err = StateClosed, err
+	c.snd.clear(c.pool)
+	c.rcv.clear(c.pool)
+	c.dgramOut.clear(c.pool)
+	c.dgramIn.clear(c.pool)
+	c.snd.ring, c.rcv.ring = nil, nil
+	if c.ep != nil {
+		c.ep.closed(c)
+	}
+}
+
+// changed tells the owner that the session may have something to send
+// or a new deadline.
+func (c *Conn) changed() {
+	if c.ep != nil {
+		c.ep.wake(c)
+	}
+}

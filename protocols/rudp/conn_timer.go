@@ -1,0 +1,134 @@
+package rudp
+
+import "time"
+
+// deadline is the session's next timer, 0 for none: the ACK delay, the
+// loss timers, the pacer, the path challenge, the keepalive and the idle
+// timeout.
+func (c *Conn) deadline(now int64) int64 {
+	if c.state == StateClosed {
+		return 0
+	}
+	d := c.lastHeard + int64(c.idleTimeout)
+	earliest := func(t int64) {
+		if t != 0 && t < d {
+			d = t
+		}
+	}
+	if c.state == StateClosing || c.acceptSend || c.path.respond || c.ackNow || c.pingPending || c.loss.probe {
+		earliest(now)
+	}
+	if c.ackPending {
+		earliest(c.ackFirstAt + int64(c.cfg.MaxAckDelay))
+	}
+	earliest(c.loss.reorderAt)
+	earliest(c.loss.ptoAt)
+	earliest(c.loss.rtoAt)
+	earliest(c.loss.persistAt)
+	if c.path.candActive {
+		earliest(c.path.challengeAt)
+	}
+	if c.client && c.keepAlive > 0 {
+		earliest(c.lastSent + int64(c.keepAlive))
+		if !c.pingOutstanding() {
+			earliest(c.lastHeard + int64(c.keepAlive))
+		}
+	}
+	if c.pingWaitAt != 0 && c.lastHeard < c.pingSentAt {
+		earliest(c.pingWaitAt)
+	}
+	if c.hasPaced() && !c.creditBlocked() {
+		c.cc.refill(now, c.rtt.srtt)
+		ok, wait := c.cc.canSend(c.maxDatagram, c.rtt.srtt)
+		if ok {
+			earliest(now)
+		} else {
+			earliest(now + int64(wait))
+		}
+	}
+	return d
+}
+
+// hasPaced reports whether data waits that only the pacer holds back.
+func (c *Conn) hasPaced() bool {
+	q := &c.snd
+	if c.dgramOut.size > 0 {
+		return true
+	}
+	fits := func(f *sendFrag) bool { return q.inFlight+len(f.buf) <= c.cc.cwnd }
+	if q.lost > 0 {
+		for s := q.una; s < q.nxt; s++ {
+			if f := q.at(s); f.state == fragLost {
+				return fits(f)
+			}
+		}
+	}
+	return q.nxt < q.end && q.nxt < c.peerLimit && fits(q.at(q.nxt))
+}
+
+// onTimer runs what is due at now.
+func (c *Conn) onTimer(now int64) {
+	if c.state == StateClosed {
+		return
+	}
+	if now-c.lastHeard >= int64(c.idleTimeout) {
+		c.finish(ErrIdle)
+		return
+	}
+	c.onLossTimer(now)
+	c.onPathTimer(now)
+	if c.ackPending && now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay) {
+		c.ackNow = true
+	}
+	if c.keepaliveDue(now) {
+		c.pingPending = true
+		c.pingRetries = 0
+		c.stats.ProbesSent++
+	}
+	if c.pingWaitAt != 0 && now >= c.pingWaitAt {
+		c.pingWaitAt = 0
+		if c.lastHeard < c.pingSentAt {
+			c.pingPending = true // the keepalive went unanswered: ask again
+			c.pingRetries = min(c.pingRetries+1, 16)
+			c.stats.ProbesSent++
+		}
+	}
+	c.idleShrink(now)
+}
+
+// keepaliveDue: a client pings when it has sent nothing for the
+// keepalive interval (the NAT's mapping needs traffic) or heard nothing
+// for as long (its own traffic may ask for no answer: unreliable
+// datagrams), unless a ping is already waiting for its answer.
+func (c *Conn) keepaliveDue(now int64) bool {
+	if !c.client || c.keepAlive <= 0 {
+		return false
+	}
+	ka := int64(c.keepAlive)
+	return now-c.lastSent >= ka || now-c.lastHeard >= ka && !c.pingOutstanding()
+}
+
+// pingOutstanding: a ping went out after the last word from the peer.
+func (c *Conn) pingOutstanding() bool { return c.pingSentAt > c.lastHeard }
+
+// pingSent arms the wait for a keepalive's answer, backed off like the
+// RTO, so a lossy link gets several tries within the idle timeout.
+func (c *Conn) pingSent(now int64) {
+	c.pingSentAt = now
+	wait := c.rto()
+	for i := uint8(0); i < c.pingRetries && wait < c.cfg.MaxRTO; i++ {
+		wait *= 2
+	}
+	c.pingWaitAt = now + int64(min(wait, c.cfg.MaxRTO))
+}
+
+// idleShrink drops the rings of a session that has been quiet for a
+// keepalive period, so that idle sessions cost little memory.
+func (c *Conn) idleShrink(now int64) {
+	if now-c.lastData >= int64(time.Second) {
+		c.snd.shrink()
+		c.rcv.shrink()
+		c.dgramOut.shrink()
+		c.dgramIn.shrink()
+	}
+}

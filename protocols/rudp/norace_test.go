@@ -1,0 +1,5 @@
+//go:build !race
+
+package rudp
+
+const raceEnabled = false
