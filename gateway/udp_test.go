@@ -46,11 +46,11 @@ func TestUDPRecvBatches(t *testing.T) {
 	if batch < n {
 		t.Fatalf("default udp.batch %d: this test needs at least %d", batch, n)
 	}
-	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), batch)
+	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), udpOptions{batch: batch, maxDatagram: 2048})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(u.fd)
+	defer u.close()
 	sa, err := unix.Getsockname(u.fd)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestUDPRecvBatches(t *testing.T) {
 		t.Fatalf("one recv took %d of the %d waiting datagrams (batch %d)", got, n, batch)
 	}
 	for i, want := range sent {
-		if d := u.bufs[i][:u.msgs[i].Len]; !bytes.Equal(d, want) {
+		if d, _ := u.datagram(i); !bytes.Equal(d, want) {
 			t.Errorf("datagram %d: got % x, want % x", i, d, want)
 		}
 	}
