@@ -162,6 +162,7 @@ func (g *Gateway) release() {
 	for _, u := range g.udp {
 		u.close()
 	}
+	g.releaseDatagrams()
 	g.log.Info("stopped", "closed_while_draining", g.drainClosed.Load(),
 		"cut", g.drainCut.Load()+int64(swept), "uptime", time.Since(g.start).Round(time.Second))
 }

@@ -50,7 +50,9 @@ func (d *dgramWorker) open(index, workers int, out *dgramOut) {
 }
 
 // close calls every DatagramWorker's Close, once, and lets go of the
-// lanes' batches.
+// sender's buffers. The lanes stay: a loop may still fill them until it
+// ends; the gateway lets go of them once every goroutine is done
+// (releaseDatagrams).
 func (d *dgramWorker) close() {
 	if !d.opened || d.closed {
 		return
@@ -63,11 +65,6 @@ func (d *dgramWorker) close() {
 		}
 	}
 	d.out.release()
-	for _, lane := range d.lanes {
-		if lane != nil {
-			lane.batches = nil
-		}
-	}
 }
 
 // batch handles the batch the ring entry e from loop li names, and hands
@@ -157,4 +154,18 @@ func (w *worker) parkTimeout(now time.Time) time.Duration {
 		return workerTick
 	}
 	return w.dg.tick(now)
+}
+
+// releaseDatagrams lets go of every lane's batch buffers once no loop or
+// worker runs: a Gateway kept after Run returns holds none of them.
+func (g *Gateway) releaseDatagrams() {
+	for _, l := range g.loops {
+		l.dgRoutes = [numClasses]*dgramRoute{}
+		l.dirty = nil
+	}
+	for _, w := range g.workers {
+		if w.dg != nil {
+			clear(w.dg.lanes)
+		}
+	}
 }
