@@ -384,6 +384,10 @@ func (v *validator) checkHandlePool(path string, r Route) {
 		v.fail(path+".pool", "no pool %q in pools (a handle route uses the pool named after its proto unless pool is set)", r.Pool)
 		return
 	}
+	if len(pool.Protocols) == 0 && r.Pool != quarantinePool && v.takesDatagrams(r.Pool) {
+		v.fail(path+".pool", "pool %q takes no connections: it serves datagrams only (udp.routes)", r.Pool)
+		return
+	}
 	proto := r.Match.Proto
 	if proto != anyProto && len(pool.Protocols) > 0 && !slices.Contains(pool.Protocols, proto) {
 		v.fail(path+".pool", "pool %q does not take proto %s (its protocols: %s)",

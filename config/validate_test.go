@@ -131,6 +131,8 @@ var validateCases = []struct {
 	{"udp route class", "udp:\n  routes:\n    modbus: private\n", "udp.routes.modbus", 3, "coap | rudp"},
 	{"udp route pool", "udp:\n  routes:\n    rudp: nowhere\n", "udp.routes.rudp", 3, `pool in pools other than quarantine, not "nowhere"`},
 	{"udp route quarantine", "udp:\n  routes:\n    coap: quarantine\n", "udp.routes.coap", 3, "other than quarantine"},
+	{"handle to a datagram pool", "pools:\n  rudp: {workers: 1}\nudp:\n  routes: {rudp: rudp}\nroutes:\n  - match: {proto: '*'}\n    action: handle\n    pool: rudp\n",
+		"routes[0].pool", 8, "serves datagrams only"},
 	{"datagram pool unrouted", "pools:\n  rudp: {workers: 1}\n", "pools.rudp.protocols", 2, "or a udp.routes entry must name it"},
 	{"ws path relative", "websocket:\n  path: ws\n", "websocket.path", 2, "absolute path"},
 	{"ws path query", "websocket:\n  path: /ws?x=1\n", "websocket.path", 2, "absolute path"},
