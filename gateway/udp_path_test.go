@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/edgemux/edgemux/sniff"
 )
 
 // TestDatagramsOfASessionReachOneWorker: 24 sessions, each sending from
@@ -186,6 +188,19 @@ func TestBatchEntriesNeverLookLikeConnections(t *testing.T) {
 		e := batchEntry(i)
 		if !isBatch(e) || batchIndex(e) != i {
 			t.Errorf("batch %d = %#x: isBatch %v, index %d", i, e, isBatch(e), batchIndex(e))
+		}
+	}
+}
+
+// TestDatagramClassesCounted: numClasses covers every class sniff reports,
+// so no class indexes past the gateway's per-class tables.
+func TestDatagramClassesCounted(t *testing.T) {
+	if got := sniff.DatagramClass(numClasses).String(); got != "invalid" {
+		t.Errorf("sniff knows datagram class %d (%s): numClasses is %d", numClasses, got, numClasses)
+	}
+	for c := range numClasses {
+		if got, ok := parseDatagramClass(sniff.DatagramClass(c).String()); !ok || int(got) != c {
+			t.Errorf("class %d: parsed as %d, %v", c, got, ok)
 		}
 	}
 }
