@@ -37,26 +37,27 @@ const epollConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
 // it accepts, keeps sniff deadlines on its timing wheel, classifies new
 // connections from a MSG_PEEK of their first bytes, and routes them.
 type loop struct {
-	g        *Gateway
-	idx      int
-	epfd     int
-	lfd      int // listening socket; -1 once accepting stopped
-	efd      int // eventfd that wakes the loop
-	spare    int // reserved fd for EMFILE
-	wheel    *wheel
-	peek     []byte
-	events   []unix.EpollEvent
-	rings    []*route.Ring           // by global worker index
-	backlog  [][]uint64              // events that found their ring full, by worker
-	inline   []*worker               // by pool index, for the inline policy
-	udp      *udpSocket              // this loop's share of the UDP port, or nil
-	udpAgain bool                    // the UDP socket was not drained to EAGAIN
-	dgRoutes [numClasses]*dgramRoute // where each datagram class goes; nil: dropped
-	dirty    []*dgramLane            // lanes with a batch to publish
-	ahead    int                     // batches a busy worker may hold before the loop holds back small ones
-	dgWait   time.Duration           // until the inline workers' next datagram Tick
-	woke     bool                    // a worker was unparked since the last epoll_wait
-	expireFn func(timer)             // l.expire as a value made once: no closure per iteration
+	g           *Gateway
+	idx         int
+	epfd        int
+	lfd         int // listening socket; -1 once accepting stopped
+	efd         int // eventfd that wakes the loop
+	spare       int // reserved fd for EMFILE
+	wheel       *wheel
+	peek        []byte
+	events      []unix.EpollEvent
+	rings       []*route.Ring           // by global worker index
+	backlog     [][]uint64              // events that found their ring full, by worker
+	inline      []*worker               // by pool index, for the inline policy
+	udp         *udpSocket              // this loop's share of the UDP port, or nil
+	udpAgain    bool                    // the UDP socket was not drained to EAGAIN
+	dgRoutes    [numClasses]*dgramRoute // where each datagram class goes; nil: dropped
+	dirty       []*dgramLane            // lanes with a batch to publish
+	ahead       int                     // batches a busy worker may hold before the loop holds back small ones
+	dgWait      time.Duration           // until the inline workers' next datagram Tick
+	routePanics uint64                  // datagram handlers' Route panics on this loop
+	woke        bool                    // a worker was unparked since the last epoll_wait
+	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
 
 	cmdMu   sync.Mutex
 	cmds    uint32

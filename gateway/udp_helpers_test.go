@@ -77,13 +77,19 @@ type dgHandler struct {
 	hold   chan struct{} // when not nil, the first Datagrams call waits for it to close
 	held   chan struct{} // closed when that call is waiting
 	once   sync.Once
+	// Sessions whose datagrams make Route or Datagrams panic; 0: none.
+	panicRoute, panicData uint64
 
 	mu      sync.Mutex
 	workers []*dgWorker // in order of Worker calls
 }
 
 func (h *dgHandler) Route(_ netip.AddrPort, d []byte, workers int) int {
-	return int(dgSession(d) % uint64(workers))
+	s := dgSession(d)
+	if s != 0 && s == h.panicRoute {
+		panic("test: Route panics")
+	}
+	return int(s % uint64(workers))
 }
 
 func (h *dgHandler) Worker(index, workers int, out protocols.DatagramOut) protocols.DatagramWorker {
@@ -119,6 +125,11 @@ func (w *dgWorker) Datagrams(batch []protocols.Datagram, now time.Time) {
 			close(w.h.held)
 			<-w.h.hold
 		})
+	}
+	for _, d := range batch {
+		if s := dgSession(d.Data); s != 0 && s == w.h.panicData {
+			panic("test: Datagrams panics")
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -105,7 +105,9 @@ func (l *loop) routeOne(r *dgramRoute, peer netip.AddrPort, d []byte) (wi int, o
 	defer func() {
 		if p := recover(); p != nil {
 			l.g.metrics.panics.Inc()
-			l.g.log.Error("datagram handler Route panicked", "peer", peer.String(), "panic", fmt.Sprint(p))
+			if l.routePanics++; logWorthy(l.routePanics) {
+				l.g.log.Error("datagram handler Route panicked", "peer", peer.String(), "panic", fmt.Sprint(p), "times", l.routePanics)
+			}
 			ok = false
 		}
 	}()

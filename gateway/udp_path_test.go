@@ -204,3 +204,52 @@ func TestDatagramClassesCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestDatagramHandlerPanics: a handler's Route that panics costs that
+// datagram (counted as a route drop), a Datagrams that panics costs that
+// call; both are counted as handler panics, and the loop and the worker
+// live on: what comes next is handled.
+func TestDatagramHandlerPanics(t *testing.T) {
+	for _, policy := range everyPolicy {
+		t.Run(policy, func(t *testing.T) {
+			h := &dgHandler{panicRoute: 13, panicData: 14}
+			g := dgStart(t, dgConfig(t, policy, 2), h)
+			c := dgClient(t, g)
+			buf := make([]byte, 64)
+			send := func(session uint64, seq uint32) {
+				if _, err := c.Write(dgFrame(buf, session, seq, 64)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			panics := func() string { return metric(httpGet(t, g, "/metrics"), "edgemux_handler_panics_total") }
+			send(1, 1)
+			eventually(t, "the first handled", func() bool { return h.seen().handled == 1 })
+			send(13, 2)
+			if policy != "inline" {
+				eventually(t, "the Route panic counted", func() bool {
+					return g.udpStats.drops[dropRoute].Load() == 1 && panics() == "1"
+				})
+			} else { // inline asks no Route: it is handled
+				eventually(t, "session 13 handled", func() bool { return h.seen().handled == 2 })
+			}
+			send(14, 3)
+			eventually(t, "the Datagrams panic counted", func() bool {
+				want := "2"
+				if policy == "inline" {
+					want = "1"
+				}
+				return panics() == want
+			})
+			send(2, 4)
+			send(1, 5)
+			handled := 3
+			if policy == "inline" {
+				handled = 4 // session 13's datagram too
+			}
+			eventually(t, "what came next handled", func() bool { return h.seen().handled == handled })
+			for _, p := range h.seen().problems {
+				t.Error(p)
+			}
+		})
+	}
+}

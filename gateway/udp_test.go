@@ -158,3 +158,36 @@ func parseMetric(v string) int {
 	}
 	return int(f)
 }
+
+// TestUDPBatchAsConfigured: udp.batch is what one recvmmsg takes, up to
+// config's limit of 1,024; openUDP used to cap it at 64 without a word.
+func TestUDPBatchAsConfigured(t *testing.T) {
+	const n = 100
+	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), udpOptions{batch: 1024, maxDatagram: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	if len(u.msgs) != 1024 {
+		t.Fatalf("batch 1024 gave %d receive slots", len(u.msgs))
+	}
+	sa, err := unix.Getsockname(u.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range n {
+		before := rcvMem(t, u.fd)
+		if _, err := c.Write([]byte{0x40, 0x01, 0x00, byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "datagram queued", func() bool { return rcvMem(t, u.fd) > before })
+	}
+	if got, err := u.recv(); got != n || err != nil {
+		t.Fatalf("one recv took %d of the %d waiting datagrams (%v)", got, n, err)
+	}
+}

@@ -26,6 +26,7 @@ type dgramWorker struct {
 	touched  uint8 // classes that got datagrams since their last Tick (bit per class)
 	opened   bool
 	closed   bool
+	panics   uint64        // handler panics on this worker
 	received atomic.Uint64 // datagrams handed to the handlers
 }
 
@@ -134,18 +135,26 @@ func tickWait(wait time.Duration) time.Duration {
 	return wait
 }
 
-// safe runs a handler call; a panic is counted and logged, and the worker
-// lives on.
+// safe runs a handler call; a panic is counted (edgemux_handler_panics_total)
+// and logged, less and less often if it keeps coming, and the worker lives
+// on.
 func (d *dgramWorker) safe(c sniff.DatagramClass, call func()) {
 	defer func() {
 		if r := recover(); r != nil {
 			g := d.w.g
 			g.metrics.panics.Inc()
-			g.log.Error("datagram handler panic", "class", c.String(), "pool", d.w.pool.name, "panic", fmt.Sprint(r))
+			if d.panics++; logWorthy(d.panics) {
+				g.log.Error("datagram handler panic", "class", c.String(), "pool", d.w.pool.name, "panic", fmt.Sprint(r), "times", d.panics)
+			}
 		}
 	}()
 	call()
 }
+
+// logWorthy says whether the nth occurrence of a failure that may repeat
+// for every datagram gets a log line: the 1st, 2nd, 4th, 8th... (the
+// count is in /metrics).
+func logWorthy(n uint64) bool { return n&(n-1) == 0 }
 
 // parkTimeout is how long an idle worker may park: until the next Tick a
 // datagram handler asked for, at most workerTick (its own timers' step).
