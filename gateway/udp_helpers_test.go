@@ -218,7 +218,7 @@ func (h *dgHandler) seen() dgSeen {
 
 // dgConfig is the test configuration with a pool "rudp" of workers
 // workers that the reliable-UDP class is routed to.
-func dgConfig(t *testing.T, policy string, workers int) config.Config {
+func dgConfig(t testing.TB, policy string, workers int) config.Config {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.Dispatch.Policy = policy

@@ -45,7 +45,7 @@ func (h *tickWaiter) Tick(now time.Time) time.Duration {
 func BenchmarkDatagramTick(b *testing.B) {
 	for _, policy := range []string{"entropy", "inline"} {
 		b.Run(policy, func(b *testing.B) {
-			cfg := dgConfig(&testing.T{}, policy, 1)
+			cfg := dgConfig(b, policy, 1)
 			cfg.Loops = 1
 			h := &tickWaiter{wait: 2 * time.Millisecond, n: b.N, done: make(chan struct{})}
 			g, err := New(cfg, Options{DatagramHandlers: map[string]protocols.DatagramHandler{"rudp": h}})
