@@ -2,11 +2,10 @@ package gateway
 
 import (
 	"fmt"
-
-	"github.com/edgemux/edgemux/config"
 	"sort"
 	"time"
 
+	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
