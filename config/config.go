@@ -152,9 +152,14 @@ type Bus struct {
 
 // UDP is the datagram side of the shared port.
 type UDP struct {
-	Enabled bool `yaml:"enabled"`
-	Sockets int  `yaml:"sockets"` // SO_REUSEPORT sockets; 0 = one per loop
-	Batch   int  `yaml:"batch"`   // datagrams per receive batch
+	Enabled     bool              `yaml:"enabled"`
+	Sockets     int               `yaml:"sockets"`      // SO_REUSEPORT sockets; 0 = one per loop
+	Batch       int               `yaml:"batch"`        // datagrams per receive call (recvmmsg)
+	MaxDatagram int               `yaml:"max_datagram"` // receive buffer per datagram (bytes); longer ones are counted and dropped
+	ReadBuffer  int               `yaml:"read_buffer"`  // SO_RCVBUF asked for per socket (bytes); 0 = the kernel's default
+	WriteBuffer int               `yaml:"write_buffer"` // SO_SNDBUF asked for per socket (bytes); 0 = the kernel's default
+	Queue       int               `yaml:"queue"`        // datagram batches in flight from each loop to each worker
+	Routes      map[string]string `yaml:"routes"`       // datagram class (coap | rudp) -> pool; a class with no route is counted and dropped
 }
 
 // Log configures log/slog.

@@ -29,6 +29,10 @@ const quarantinePool = "quarantine"
 // match.proto and pools.<name>.protocols.
 var protoNames = []string{"modbus", "http", "websocket", "coap", "private", "tls", "unknown"}
 
+// datagramClasses are the classes sniff.ClassifyDatagram reports that a
+// udp.routes entry may send to a pool (unknown datagrams are dropped).
+var datagramClasses = []string{"coap", "rudp"}
+
 // anyProto is the match.proto wildcard.
 const anyProto = "*"
 
@@ -96,8 +100,11 @@ func Defaults() Config {
 		},
 		Bus:   Bus{MaxTopics: 100000, TopicQuota: 1000, MaxPayload: 65536, Queue: 65536, QueueBytes: 4 * mib, Drop: "oldest"},
 		Admin: defaultAdmin(),
-		UDP:   UDP{Enabled: true, Batch: 16},
-		Log:   Log{Level: "info", Format: "text"},
+		UDP: UDP{
+			Enabled: true, Batch: 16, MaxDatagram: 2048,
+			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8,
+		},
+		Log: Log{Level: "info", Format: "text"},
 	}
 	c.Normalize()
 	return c
@@ -133,8 +140,8 @@ func defaultAdmin() Admin {
 //     (not for proto "*": Validate asks for an explicit pool there);
 //   - a pool named after a protocol, without protocols, takes that
 //     protocol; an empty protocols list becomes nil;
-//   - an empty websocket.allowed_origins or modbus.unit_ids list becomes
-//     nil.
+//   - an empty websocket.allowed_origins or modbus.unit_ids list, or an
+//     empty udp.routes map, becomes nil.
 //
 // Parse calls it; it is idempotent. It changes c's routes and pools in
 // place, so copies of c that share them see the change.
@@ -163,5 +170,8 @@ func (c *Config) Normalize() {
 	}
 	if len(c.Modbus.UnitIDs) == 0 {
 		c.Modbus.UnitIDs = nil
+	}
+	if len(c.UDP.Routes) == 0 {
+		c.UDP.Routes = nil
 	}
 }

@@ -62,6 +62,10 @@ var intRules = [...]intRule{
 	{"admin.max_conns_per_ip", 1, 10000, func(c *Config) int { return c.Admin.MaxConnsPerIP }},
 	{"udp.sockets", 0, 256, func(c *Config) int { return c.UDP.Sockets }},
 	{"udp.batch", 1, 1024, func(c *Config) int { return c.UDP.Batch }}, // recvmmsg takes at most UIO_MAXIOV
+	{"udp.max_datagram", 64, 65535, func(c *Config) int { return c.UDP.MaxDatagram }},
+	{"udp.read_buffer", 0, 1 << 30, func(c *Config) int { return c.UDP.ReadBuffer }},   // 0, or at least minSocketBuffer (checkUDP)
+	{"udp.write_buffer", 0, 1 << 30, func(c *Config) int { return c.UDP.WriteBuffer }}, // 0, or at least minSocketBuffer (checkUDP)
+	{"udp.queue", 1, 1024, func(c *Config) int { return c.UDP.Queue }},
 }
 
 // durationRule is the allowed range of one duration field.

@@ -77,6 +77,7 @@ func (c Config) Validate() error {
 	v.checkAdmin()
 	v.checkPools()
 	v.checkRoutes()
+	v.checkUDP()
 	return v.result()
 }
 
@@ -290,8 +291,8 @@ func (v *validator) checkPool(path, name string, p Pool) {
 		v.fail(path+".idle_timeout", "must be 0 (never) or between 1s and 24h, not %s", shortDuration(d))
 	}
 	v.oneOf(path+".pattern", p.Pattern, patterns)
-	if len(p.Protocols) == 0 && name != quarantinePool && !isProto(name) {
-		v.fail(path+".protocols", "must list the protocols this pool takes (its name is not a protocol)")
+	if len(p.Protocols) == 0 && name != quarantinePool && !isProto(name) && !v.takesDatagrams(name) {
+		v.fail(path+".protocols", "must list the protocols this pool takes (its name is not a protocol), or a udp.routes entry must name it")
 	}
 	for i, proto := range p.Protocols {
 		at := path + ".protocols[" + strconv.Itoa(i) + "]"
@@ -383,11 +384,59 @@ func (v *validator) checkHandlePool(path string, r Route) {
 		v.fail(path+".pool", "no pool %q in pools (a handle route uses the pool named after its proto unless pool is set)", r.Pool)
 		return
 	}
+	if len(pool.Protocols) == 0 && r.Pool != quarantinePool && v.takesDatagrams(r.Pool) {
+		v.fail(path+".pool", "pool %q takes no connections: it serves datagrams only (udp.routes)", r.Pool)
+		return
+	}
 	proto := r.Match.Proto
 	if proto != anyProto && len(pool.Protocols) > 0 && !slices.Contains(pool.Protocols, proto) {
 		v.fail(path+".pool", "pool %q does not take proto %s (its protocols: %s)",
 			r.Pool, proto, strings.Join(pool.Protocols, ", "))
 	}
+}
+
+// minSocketBuffer is the smallest udp.read_buffer or write_buffer other
+// than 0: below a few datagrams' worth a socket drops nearly everything.
+const minSocketBuffer = 4 * kib
+
+// checkUDP checks the udp section's buffers and routes; its numbers are in
+// intRules.
+func (v *validator) checkUDP() {
+	u := v.c.UDP
+	for _, b := range []struct {
+		path string
+		n    int
+	}{{"udp.read_buffer", u.ReadBuffer}, {"udp.write_buffer", u.WriteBuffer}} {
+		if b.n != 0 && b.n < minSocketBuffer {
+			v.fail(b.path, "must be 0 (the kernel's default) or at least %d, not %d", minSocketBuffer, b.n)
+		}
+	}
+	classes := make([]string, 0, len(u.Routes))
+	for class := range u.Routes {
+		classes = append(classes, class)
+	}
+	sort.Strings(classes)
+	for _, class := range classes {
+		at, pool := "udp.routes."+class, u.Routes[class]
+		if !slices.Contains(datagramClasses, class) {
+			v.fail(at, "must be a datagram class: %s, not %q", strings.Join(datagramClasses, " | "), class)
+			continue
+		}
+		if _, ok := v.c.Pools[pool]; !ok || pool == quarantinePool {
+			v.fail(at, "must name a pool in pools other than %s, not %q", quarantinePool, pool)
+		}
+	}
+}
+
+// takesDatagrams reports whether a udp.routes entry sends datagrams to
+// the pool.
+func (v *validator) takesDatagrams(pool string) bool {
+	for _, p := range v.c.UDP.Routes {
+		if p == pool {
+			return true
+		}
+	}
+	return false
 }
 
 // listenProblem checks a listen address: an IP (or nothing, for every

@@ -124,6 +124,16 @@ var validateCases = []struct {
 	{"modbus max_age", "modbus:\n  max_age: -1s\n", "modbus.max_age", 2, "between 0s and 24h"},
 	{"admin conns", "admin:\n  max_conns: 0\n", "admin.max_conns", 2, "between 1 and 10000"},
 	{"udp batch", "udp:\n  batch: 2000\n", "udp.batch", 2, "between 1 and 1024"},
+	{"udp max datagram", "udp:\n  max_datagram: 70000\n", "udp.max_datagram", 2, "between 64 and 65535"},
+	{"udp read buffer", "udp:\n  read_buffer: 100\n", "udp.read_buffer", 2, "0 (the kernel's default) or at least 4096"},
+	{"udp write buffer", "udp:\n  write_buffer: -1\n", "udp.write_buffer", 2, "between 0 and"},
+	{"udp queue", "udp:\n  queue: 0\n", "udp.queue", 2, "between 1 and 1024"},
+	{"udp route class", "udp:\n  routes:\n    modbus: private\n", "udp.routes.modbus", 3, "coap | rudp"},
+	{"udp route pool", "udp:\n  routes:\n    rudp: nowhere\n", "udp.routes.rudp", 3, `pool in pools other than quarantine, not "nowhere"`},
+	{"udp route quarantine", "udp:\n  routes:\n    coap: quarantine\n", "udp.routes.coap", 3, "other than quarantine"},
+	{"handle to a datagram pool", "pools:\n  rudp: {workers: 1}\nudp:\n  routes: {rudp: rudp}\nroutes:\n  - match: {proto: '*'}\n    action: handle\n    pool: rudp\n",
+		"routes[0].pool", 8, "serves datagrams only"},
+	{"datagram pool unrouted", "pools:\n  rudp: {workers: 1}\n", "pools.rudp.protocols", 2, "or a udp.routes entry must name it"},
 	{"ws path relative", "websocket:\n  path: ws\n", "websocket.path", 2, "absolute path"},
 	{"ws path query", "websocket:\n  path: /ws?x=1\n", "websocket.path", 2, "absolute path"},
 	{"ws subprotocol", "websocket:\n  subprotocol: 'a b'\n", "websocket.subprotocol", 2, "HTTP token"},
@@ -229,6 +239,7 @@ func TestValidateAccepts(t *testing.T) {
 		"listen: ':5020'\n",
 		"listen: '[::1]:0'\n",
 		"loops: 4\nudp: {sockets: 4}\n",
+		"pools:\n  rudp: {workers: 2}\nudp:\n  routes: {rudp: rudp, coap: private}\n  read_buffer: 0\n",
 		"pools:\n  edge: {workers: 4, protocols: [modbus, coap]}\n  private: ~\n" +
 			"routes:\n  - match: {proto: modbus, source: '10.0.0.0/8'}\n    action: handle\n    pool: edge\n" +
 			"  - match: {proto: tls, sni: '*.legacy.example'}\n    action: forward\n    backend: legacy.example:443\n" +

@@ -48,6 +48,10 @@ type Options struct {
 	// Handlers adds or replaces protocol handlers by protocol name
 	// ("private", "modbus", ..., or "quarantine").
 	Handlers map[string]protocols.Handler
+	// DatagramHandlers adds or replaces datagram handlers by class name
+	// ("coap", "rudp"): the pool a udp.routes entry names for the class
+	// runs it.
+	DatagramHandlers map[string]protocols.DatagramHandler
 }
 
 // Gateway is one edgemux instance.
@@ -69,6 +73,12 @@ type Gateway struct {
 	metrics *metrics
 	admin   *admin
 	fwd     *forwarder
+
+	// The UDP side: the loops' sockets (set once by Run, before the admin
+	// endpoints start) and the datagram counters.
+	udp      []*udpSocket
+	udpStats udpCounters
+	dgPools  [numClasses]*pool // the pool each datagram class goes to; nil: dropped
 
 	start    time.Time
 	ready    chan struct{}
@@ -137,7 +147,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.rt.Store(rt)
 	g.reg = registry.New(registrySize(cfg))
 	g.limits = newAdmission()
-	if err := g.buildPools(handlers); err != nil {
+	if err := g.buildPools(handlers, datagramHandlers(opt)); err != nil {
 		return nil, err
 	}
 	g.metrics = newMetrics(g)
@@ -183,7 +193,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"quarantine", !reflect.DeepEqual(cfg.Quarantine, g.cfg.Quarantine)},
 		{"bus", cfg.Bus != g.cfg.Bus},
 		{"admin.enabled/idle_timeout", cfg.Admin.Enabled != g.cfg.Admin.Enabled || cfg.Admin.IdleTimeout != g.cfg.Admin.IdleTimeout},
-		{"udp", cfg.UDP != g.cfg.UDP},
+		{"udp", !reflect.DeepEqual(cfg.UDP, g.cfg.UDP)},
 	} {
 		if s.changed {
 			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))
@@ -212,6 +222,20 @@ func (g *Gateway) Reload(cfg config.Config) error {
 	g.log.Info("reloaded", "routes", len(rt.routes))
 	return errors.Join(ignored...)
 }
+
+// datagramHandlers are the datagram handlers by class name: none is built
+// in yet (the reliable UDP core and CoAP bring theirs), so only those of
+// opt.
+func datagramHandlers(opt Options) map[string]protocols.DatagramHandler {
+	hs := map[string]protocols.DatagramHandler{}
+	for name, h := range opt.DatagramHandlers {
+		hs[name] = h
+	}
+	return hs
+}
+
+// udpSockets are the loops' UDP sockets on the shared port.
+func (g *Gateway) udpSockets() []*udpSocket { return g.udp }
 
 // servedOwner reserves on the bus the topics the configuration serves.
 const servedOwner = "config"

@@ -17,7 +17,7 @@ import (
 var everyPolicy = []string{"entropy", "roundrobin", "inline"}
 
 // testConfig is the default configuration on an ephemeral loopback port.
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	t.Helper()
 	cfg, err := config.Parse(config.DefaultYAML)
 	if err != nil {

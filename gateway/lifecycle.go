@@ -144,8 +144,9 @@ func (g *Gateway) eachWorker(fn func(*worker)) {
 
 // release runs once the gateway has stopped: it waits for every goroutine,
 // closes the connections nobody owned any more (those whose hand-over was
-// still in a ring or a loop's backlog), closes the epoll instances, and
-// logs what the drain did.
+// still in a ring or a loop's backlog), closes the epoll instances and the
+// UDP sockets (workers send from those until they end), and logs what the
+// drain did.
 func (g *Gateway) release() {
 	g.wg.Wait()
 	swept := 0
@@ -158,6 +159,10 @@ func (g *Gateway) release() {
 	for _, l := range g.loops {
 		l.closeEpoll()
 	}
+	for _, u := range g.udp {
+		u.close()
+	}
+	g.releaseDatagrams()
 	g.log.Info("stopped", "closed_while_draining", g.drainClosed.Load(),
 		"cut", g.drainCut.Load()+int64(swept), "uptime", time.Since(g.start).Round(time.Second))
 }

@@ -37,22 +37,27 @@ const epollConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
 // it accepts, keeps sniff deadlines on its timing wheel, classifies new
 // connections from a MSG_PEEK of their first bytes, and routes them.
 type loop struct {
-	g        *Gateway
-	idx      int
-	epfd     int
-	lfd      int // listening socket; -1 once accepting stopped
-	efd      int // eventfd that wakes the loop
-	spare    int // reserved fd for EMFILE
-	wheel    *wheel
-	peek     []byte
-	events   []unix.EpollEvent
-	rings    []*route.Ring // by global worker index
-	backlog  [][]uint64    // events that found their ring full, by worker
-	inline   []*worker     // by pool index, for the inline policy
-	udp      *udpSocket    // this loop's share of the UDP port, or nil
-	udpAgain bool          // the UDP socket was not drained to EAGAIN
-	woke     bool          // a worker was unparked since the last epoll_wait
-	expireFn func(timer)   // l.expire as a value made once: no closure per iteration
+	g           *Gateway
+	idx         int
+	epfd        int
+	lfd         int // listening socket; -1 once accepting stopped
+	efd         int // eventfd that wakes the loop
+	spare       int // reserved fd for EMFILE
+	wheel       *wheel
+	peek        []byte
+	events      []unix.EpollEvent
+	rings       []*route.Ring           // by global worker index
+	backlog     [][]uint64              // events that found their ring full, by worker
+	inline      []*worker               // by pool index, for the inline policy
+	udp         *udpSocket              // this loop's share of the UDP port, or nil
+	udpAgain    bool                    // the UDP socket was not drained to EAGAIN
+	dgRoutes    [numClasses]*dgramRoute // where each datagram class goes; nil: dropped
+	dirty       []*dgramLane            // lanes with a batch to publish
+	ahead       int                     // batches a busy worker may hold before the loop holds back small ones
+	dgWait      time.Duration           // until the inline workers' next datagram Tick
+	routePanics uint64                  // datagram handlers' Route panics on this loop
+	woke        bool                    // a worker was unparked since the last epoll_wait
+	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
 
 	cmdMu   sync.Mutex
 	cmds    uint32
@@ -106,13 +111,15 @@ func (l *loop) udpFD() int {
 }
 
 // openUDP adds this loop's UDP socket on the shared port.
-func (l *loop) openUDP(addr netip.AddrPort) error {
-	u, err := openUDP(addr, l.g.cfg.UDP.Batch)
+func (l *loop) openUDP(addr netip.AddrPort) (*udpSocket, error) {
+	c := l.g.cfg.UDP
+	u, err := openUDP(addr, udpOptions{batch: c.Batch, maxDatagram: c.MaxDatagram,
+		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l.udp = u
-	return l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, unix.EPOLLIN|unix.EPOLLET)
+	return u, l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, unix.EPOLLIN|unix.EPOLLET)
 }
 
 // post sets command bits and wakes the loop. Safe from any goroutine.
@@ -132,9 +139,15 @@ func (l *loop) run() {
 		runtime.LockOSThread()
 		pinToCPU(l.idx)
 	}
+	l.openInlineDatagrams()
 	for {
 		timeout := int(loopTick / time.Millisecond)
-		if l.hasBacklog() || l.udpAgain {
+		if l.dgWait > 0 {
+			// Round up: epoll_wait counts whole milliseconds, and waking
+			// before a datagram handler's deadline would only wait again.
+			timeout = min(timeout, int((l.dgWait+time.Millisecond-1)/time.Millisecond))
+		}
+		if l.hasBacklog() || l.udpAgain || len(l.dirty) > 0 {
 			timeout = 1
 		}
 		if l.woke {
@@ -170,14 +183,33 @@ func (l *loop) run() {
 			l.udpAgain = false
 			l.drainUDP()
 		}
+		if len(l.dirty) > 0 {
+			l.publishDatagrams(l.ahead)
+		}
 		l.flushBacklog()
 		l.resume()
 		now := uint64(time.Since(l.g.start) / loopTick)
 		l.wheel.advance(now, l.expireFn)
-		for _, w := range l.inline {
-			if w != nil {
-				w.poll()
-				w.tick(uint64(time.Since(l.g.start) / workerTick))
+		l.runInline()
+	}
+}
+
+// runInline runs the loop's own workers under the inline policy: what
+// their connections queued, their timers, and their datagram handlers'
+// Ticks (the loop's next epoll_wait ends in time for the earliest).
+func (l *loop) runInline() {
+	if len(l.inline) == 0 {
+		return
+	}
+	now := time.Now()
+	l.dgWait = 0
+	for _, w := range l.inline {
+		w.poll()
+		w.tick(uint64(now.Sub(l.g.start) / workerTick))
+		if w.dg != nil {
+			wait := w.dg.tick(now)
+			if l.dgWait == 0 || wait < l.dgWait {
+				l.dgWait = max(wait, time.Microsecond)
 			}
 		}
 	}
@@ -246,7 +278,7 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 	if !l.g.reg.Post(fd, gen, bits) {
 		return
 	}
-	id := uint64(fd)<<32 | uint64(gen)
+	id := connEntry(fd, gen)
 	wi := s.Worker()
 	if wi >= len(l.rings) { // inline: wi encodes the pool
 		w := l.inline[wi-len(l.rings)]
@@ -292,8 +324,13 @@ func (l *loop) closeFDs() {
 	l.closeSniffing()
 	for _, w := range l.inline {
 		w.stopAll()
+		if w.dg != nil {
+			w.dg.close()
+		}
 	}
-	for _, fd := range []int{l.lfd, l.efd, l.spare, l.udpFD()} {
+	// The UDP socket stays open: workers may still send from it. The
+	// gateway closes it once every goroutine is done (release).
+	for _, fd := range []int{l.lfd, l.efd, l.spare} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}

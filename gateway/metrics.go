@@ -29,7 +29,6 @@ type metrics struct {
 	ringFull      prometheus.Counter
 	forwarded     prometheus.Counter
 	forwardErrors prometheus.Counter
-	datagrams     *prometheus.CounterVec
 
 	tallyMu sync.Mutex
 	tally   map[string]uint64 // "protocol action" -> classifications, for Snapshot
@@ -64,8 +63,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.ringFull = f("ring_full_total", "Events that found their worker's ring full and waited in the loop's backlog.")
 	m.forwarded = f("forwarded_total", "Connections forwarded to a backend.")
 	m.forwardErrors = f("forward_errors_total", "Forward routes whose backend could not be reached.")
-	m.datagrams = fv("datagrams_total", "UDP datagrams received, by class.", "class")
-	m.reg.MustRegister(&stateCollector{g: g},
+	m.reg.MustRegister(&stateCollector{g: g}, udpCollector{g: g},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
@@ -23,12 +24,13 @@ type pool struct {
 	quarantine bool
 	idle       time.Duration
 	pattern    route.Pattern
-	handlers   [16]protocols.Handler // by sniff.Proto; quarantine: [0] serves all
+	handlers   [16]protocols.Handler                 // by sniff.Proto; quarantine: [0] serves all
+	dgram      [numClasses]protocols.DatagramHandler // by sniff.DatagramClass, from udp.routes
 	workers    []*worker
 	disp       *route.Dispatcher
 }
 
-func (g *Gateway) buildPools(handlers map[string]protocols.Handler) error {
+func (g *Gateway) buildPools(handlers map[string]protocols.Handler, dgram map[string]protocols.DatagramHandler) error {
 	policy, err := route.ParsePolicy(g.cfg.Dispatch.Policy)
 	if err != nil {
 		return err
@@ -42,30 +44,12 @@ func (g *Gateway) buildPools(handlers map[string]protocols.Handler) error {
 	for _, name := range names {
 		pc := g.cfg.Pools[name]
 		p := &pool{name: name, quarantine: name == "quarantine", idle: pc.IdleTimeout, pattern: parsePattern(pc.Pattern)}
-		var mask uint64
-		if p.quarantine {
-			mask = 1 << quarantineBit
-			p.handlers[0] = handlers["quarantine"]
-			if p.idle <= 0 {
-				p.idle = g.cfg.Quarantine.Hold
-			}
-		} else {
-			protos := pc.Protocols
-			if len(protos) == 0 {
-				protos = []string{name}
-			}
-			for _, ps := range protos {
-				pr, ok := sniff.ParseProto(ps)
-				if !ok {
-					return fmt.Errorf("gateway: pool %s: unknown protocol %q", name, ps)
-				}
-				h := handlers[ps]
-				if h == nil {
-					return fmt.Errorf("%w %q (pool %s)", ErrNoHandler, ps, name)
-				}
-				p.handlers[pr] = h
-				mask |= 1 << pr
-			}
+		if err := g.routeDatagrams(p, dgram); err != nil {
+			return err
+		}
+		mask, err := p.takeProtocols(pc, handlers, g.cfg.Quarantine.Hold)
+		if err != nil {
+			return err
 		}
 		specs := make([]route.WorkerSpec, pc.Workers)
 		for i := range specs {
@@ -96,6 +80,84 @@ func (g *Gateway) buildPools(handlers map[string]protocols.Handler) error {
 		}
 	}
 	return nil
+}
+
+// takeProtocols gives p the handlers of the protocols it takes and returns
+// its dispatcher mask. A pool without protocols takes the one it is named
+// after, unless it serves datagrams only; the quarantine pool takes what
+// the routes send it.
+func (p *pool) takeProtocols(pc config.Pool, handlers map[string]protocols.Handler, hold time.Duration) (uint64, error) {
+	if p.quarantine {
+		p.handlers[0] = handlers["quarantine"]
+		if p.idle <= 0 {
+			p.idle = hold
+		}
+		return 1 << quarantineBit, nil
+	}
+	protos := pc.Protocols
+	if len(protos) == 0 && !p.servesDatagrams() {
+		protos = []string{p.name}
+	}
+	var mask uint64
+	for _, ps := range protos {
+		pr, ok := sniff.ParseProto(ps)
+		if !ok {
+			return 0, fmt.Errorf("gateway: pool %s: unknown protocol %q", p.name, ps)
+		}
+		h := handlers[ps]
+		if h == nil {
+			return 0, fmt.Errorf("%w %q (pool %s)", ErrNoHandler, ps, p.name)
+		}
+		p.handlers[pr] = h
+		mask |= 1 << pr
+	}
+	return mask, nil
+}
+
+// routeDatagrams gives p the datagram handlers of the classes udp.routes
+// sends it. A class routed to a pool without a handler is an error, as a
+// protocol is; a class with no route is counted and dropped by the loops.
+// With udp.enabled off no datagram arrives, so no route is taken.
+func (g *Gateway) routeDatagrams(p *pool, handlers map[string]protocols.DatagramHandler) error {
+	if !g.cfg.UDP.Enabled {
+		return nil
+	}
+	for name, target := range g.cfg.UDP.Routes {
+		if target != p.name {
+			continue
+		}
+		c, ok := parseDatagramClass(name)
+		if !ok || c == sniff.DatagramUnknown {
+			return fmt.Errorf("gateway: udp.routes: unknown datagram class %q", name)
+		}
+		h := handlers[name]
+		if h == nil {
+			return fmt.Errorf("%w %q (udp.routes, pool %s)", ErrNoHandler, name, p.name)
+		}
+		p.dgram[c] = h
+		g.dgPools[c] = p
+	}
+	return nil
+}
+
+// parseDatagramClass is sniff.DatagramClass by its name.
+func parseDatagramClass(name string) (sniff.DatagramClass, bool) {
+	for c := range numClasses {
+		if sniff.DatagramClass(c).String() == name {
+			return sniff.DatagramClass(c), true
+		}
+	}
+	return sniff.DatagramUnknown, false
+}
+
+// servesDatagrams reports whether a udp.routes entry sends p datagrams.
+func (p *pool) servesDatagrams() bool {
+	for _, h := range p.dgram {
+		if h != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func parsePattern(s string) route.Pattern {

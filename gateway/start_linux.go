@@ -38,16 +38,8 @@ func (g *Gateway) startLoops() error {
 		}
 	}
 	g.addr = addr
-	if g.cfg.UDP.Enabled {
-		// One UDP socket per loop, or the first udp.sockets loops.
-		for i, l := range g.loops {
-			if s := g.cfg.UDP.Sockets; s > 0 && i >= s {
-				break
-			}
-			if err := l.openUDP(addr); err != nil {
-				return err
-			}
-		}
+	if err := g.startUDP(addr); err != nil {
+		return err
 	}
 	for _, l := range g.loops {
 		g.wg.Add(1)

@@ -3,30 +3,57 @@ package gateway
 import (
 	"errors"
 	"net/netip"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/edgemux/edgemux/sniff"
 )
 
-// The UDP side of the shared port: each loop has its own SO_REUSEPORT UDP
-// socket in its epoll set and drains it with recvmmsg batches (seed 001:
-// batches of 8..32 cut the per-datagram syscall cost). Datagrams are
-// classified (CoAP, the reliable-UDP core, unknown) and counted; the CoAP
-// and RUDP handlers that consume them come with their own issues, until
-// then classified datagrams are counted and dropped.
-const maxDatagram = 2048
+// The UDP side of the shared port, at the socket: each loop has its own
+// SO_REUSEPORT UDP socket in its epoll set (the kernel spreads peers over
+// them by a hash of the 4-tuple) and drains it with recvmmsg batches (seed
+// 001: batches of 8..32 cut the per-datagram syscall cost). Workers send
+// through the same sockets with sendmmsg. What the loop does with each
+// datagram is in udp_loop_linux.go; the worker's side in udp_worker.go.
 
-type udpSocket struct {
-	fd    int
-	msgs  []unix.Mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	bufs  [][]byte
+// maxIOV is the most messages one recvmmsg or sendmmsg call takes: the
+// kernel silently caps vlen at UIO_MAXIOV. config.Validate holds udp.batch
+// to it as well.
+const maxIOV = 1024
+
+// udpOptions are the udp section's socket settings.
+type udpOptions struct {
+	batch       int // datagrams per recvmmsg call
+	maxDatagram int // receive buffer per datagram
+	readBuffer  int // SO_RCVBUF asked for; 0 = the kernel's default
+	writeBuffer int // SO_SNDBUF asked for; 0 = the kernel's default
 }
 
-func openUDP(addr netip.AddrPort, batch int) (*udpSocket, error) {
+// udpSocket is one loop's share of the UDP port and the buffers its
+// recvmmsg fills: batch slots of maxDatagram bytes each.
+type udpSocket struct {
+	fd     int
+	family int
+	max    int // bytes per slot
+	msgs   []unix.Mmsghdr
+	iovs   []unix.Iovec
+	names  []unix.RawSockaddrInet6 // room for either family's address
+	slab   []byte                  // batch x max
+
+	// What the kernel gave for the buffers asked for (getsockopt, which
+	// reports twice the usable size: the kernel doubles what it is told).
+	rcvbuf, sndbuf int
+	// forced says SO_RCVBUFFORCE/SO_SNDBUFFORCE were allowed (root), so
+	// net.core.rmem_max and wmem_max did not cap the sizes.
+	forced bool
+
+	// mu keeps a scrape's getsockopt off an fd that release is closing
+	// (a closed number may already name another file).
+	mu     sync.RWMutex
+	closed bool
+}
+
+func openUDP(addr netip.AddrPort, o udpOptions) (*udpSocket, error) {
 	family := unix.AF_INET
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		family = unix.AF_INET6
@@ -35,36 +62,74 @@ func openUDP(addr netip.AddrPort, batch int) (*udpSocket, error) {
 	if err != nil {
 		return nil, sysErr("socket", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+	u := &udpSocket{fd: fd, family: family, max: max(1, o.maxDatagram)}
+	fail := func(call string, err error) (*udpSocket, error) {
 		unix.Close(fd)
-		return nil, sysErr("setsockopt SO_REUSEPORT", err)
+		return nil, sysErr(call, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("setsockopt SO_REUSEPORT", err)
+	}
+	forcedR, err := setBuffer(fd, unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, o.readBuffer)
+	if err != nil {
+		return fail("setsockopt SO_RCVBUF", err)
+	}
+	forcedW, err := setBuffer(fd, unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, o.writeBuffer)
+	if err != nil {
+		return fail("setsockopt SO_SNDBUF", err)
+	}
+	u.forced = forcedR || forcedW
+	if u.rcvbuf, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err != nil {
+		return fail("getsockopt SO_RCVBUF", err)
+	}
+	if u.sndbuf, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil {
+		return fail("getsockopt SO_SNDBUF", err)
 	}
 	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
-		unix.Close(fd)
-		return nil, sysErr("bind udp", err)
+		return fail("bind udp", err)
 	}
-	u := &udpSocket{fd: fd}
-	batch = max(1, min(batch, 64))
+	u.buffers(max(1, min(o.batch, maxIOV)))
+	return u, nil
+}
+
+// setBuffer asks for a socket buffer of n bytes: with the FORCE option
+// first, which only a privileged process may use and which ignores
+// net.core.rmem_max/wmem_max, then with the plain one, which the kernel
+// caps there. n == 0 leaves the kernel's default. forced reports whether
+// the FORCE option was taken.
+func setBuffer(fd, opt, force, n int) (forced bool, err error) {
+	if n <= 0 {
+		return false, nil
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, n) == nil {
+		return true, nil
+	}
+	return false, unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, n)
+}
+
+// buffers lays out batch receive slots in one slab.
+func (u *udpSocket) buffers(batch int) {
 	u.msgs = make([]unix.Mmsghdr, batch)
 	u.iovs = make([]unix.Iovec, batch)
 	u.names = make([]unix.RawSockaddrInet6, batch)
-	u.bufs = make([][]byte, batch)
+	u.slab = make([]byte, batch*u.max)
 	for i := range batch {
-		u.bufs[i] = make([]byte, maxDatagram)
-		u.iovs[i].Base = &u.bufs[i][0]
-		u.iovs[i].SetLen(maxDatagram)
+		u.iovs[i].Base = &u.slab[i*u.max]
+		u.iovs[i].SetLen(u.max)
 		h := &u.msgs[i].Hdr
 		h.Iov = &u.iovs[i]
 		h.SetIovlen(1)
 		h.Name = (*byte)(unsafe.Pointer(&u.names[i]))
 	}
-	return u, nil
 }
 
 // recv reads one batch without blocking; n == 0 means nothing was waiting.
+// Slot i then holds datagram i (datagram, peer) until the next recv.
 func (u *udpSocket) recv() (int, error) {
 	for i := range u.msgs {
-		u.msgs[i].Hdr.Namelen = uint32(unsafe.Sizeof(u.names[i]))
+		h := &u.msgs[i].Hdr
+		h.Namelen = uint32(unsafe.Sizeof(u.names[i]))
+		h.Flags = 0
 		u.msgs[i].Len = 0
 	}
 	for {
@@ -82,24 +147,109 @@ func (u *udpSocket) recv() (int, error) {
 	}
 }
 
-// drainUDP reads the loop's UDP socket to EAGAIN (it is edge-triggered).
-func (l *loop) drainUDP() {
-	u := l.udp
-	for range 64 { // at most 64 batches per wakeup; the rest next round
-		n, err := u.recv()
-		if err != nil {
-			if !errors.Is(err, unix.EBADF) {
-				l.g.log.Warn("udp", "loop", l.idx, "err", err)
-			}
-			return
-		}
-		if n == 0 {
-			return
-		}
-		for i := range n {
-			d := u.bufs[i][:u.msgs[i].Len]
-			l.g.metrics.datagrams.WithLabelValues(sniff.ClassifyDatagram(d).String()).Inc()
-		}
+// datagram is slot i's datagram after recv; truncated says it was longer
+// than the slot (MSG_TRUNC): the bytes are only its beginning.
+func (u *udpSocket) datagram(i int) (d []byte, truncated bool) {
+	m := &u.msgs[i]
+	off := i * u.max
+	return u.slab[off : off+int(m.Len) : off+u.max], m.Hdr.Flags&unix.MSG_TRUNC != 0
+}
+
+// peer is slot i's source address after recv; IPv4 peers of an IPv6
+// socket come unmapped (1.2.3.4, not ::ffff:1.2.3.4).
+func (u *udpSocket) peer(i int) netip.AddrPort { return rawAddrPort(&u.names[i]) }
+
+// kernelDrops is the socket's drop counter (sk_drops: datagrams the kernel
+// discarded, mostly because the receive buffer was full; the drops column
+// of /proc/net/udp), read with SO_MEMINFO. ok is false once closed.
+func (u *udpSocket) kernelDrops() (n uint32, ok bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	if u.closed {
+		return 0, false
 	}
-	l.udpAgain = true
+	var info [unix.SK_MEMINFO_VARS]uint32
+	size := uint32(unsafe.Sizeof(info))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(u.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		return 0, false
+	}
+	return info[unix.SK_MEMINFO_DROPS], true
+}
+
+// close releases the socket; only once no loop or worker uses it.
+func (u *udpSocket) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.closed {
+		u.closed = true
+		unix.Close(u.fd)
+	}
+}
+
+// sendmmsg sends msgs in one call and returns how many went. The kernel
+// reports an error only when the first message fails; a later failure
+// ends the batch early, and the next call, starting there, reports it.
+// golang.org/x/sys has the Mmsghdr type and the syscall number but no
+// wrapper.
+func sendmmsg(fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd),
+			uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, e
+	}
+}
+
+// rawAddrPort reads a kernel socket address of either family.
+func rawAddrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	switch sa.Family {
+	case unix.AF_INET:
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), netPort(&sa4.Port))
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), netPort(&sa.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// putRawAddr writes peer into sa as the socket's family wants it (an IPv4
+// peer of an IPv6 socket as ::ffff:a.b.c.d) and returns its length.
+func putRawAddr(sa *unix.RawSockaddrInet6, family int, peer netip.AddrPort) (uint32, error) {
+	a := peer.Addr()
+	switch {
+	case family == unix.AF_INET && a.Unmap().Is4():
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		*sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
+		putNetPort(&sa4.Port, peer.Port())
+		return unix.SizeofSockaddrInet4, nil
+	case family == unix.AF_INET6 && a.IsValid():
+		*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16()}
+		putNetPort(&sa.Port, peer.Port())
+		return unix.SizeofSockaddrInet6, nil
+	}
+	return 0, errPeerFamily
+}
+
+var errPeerFamily = errors.New("gateway: datagram peer not reachable from the UDP socket's address family")
+
+// netPort and putNetPort read and write a port in network byte order,
+// whatever the host's.
+func netPort(p *uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	return uint16(b[0])<<8 | uint16(b[1])
+}
+
+func putNetPort(p *uint16, port uint16) {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	b[0], b[1] = byte(port>>8), byte(port)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -30,8 +31,50 @@ func TestUDPDatagramsClassified(t *testing.T) {
 		m := httpGet(t, g, "/metrics")
 		return metric(m, `edgemux_datagrams_total{class="coap"}`) == "3" &&
 			metric(m, `edgemux_datagrams_total{class="rudp"}`) == "1" &&
-			metric(m, `edgemux_datagrams_total{class="unknown"}`) == "1"
+			metric(m, `edgemux_datagrams_total{class="unknown"}`) == "1" &&
+			// No udp.routes by default: every one is dropped.
+			metric(m, `edgemux_datagram_drops_total{reason="unrouted"}`) == "5"
 	})
+}
+
+// TestUDPBuffersReported: the socket buffers the kernel gave are what
+// /metrics reports; asked for more than the kernel's default, they are
+// larger than it (as root SO_RCVBUFFORCE ignores net.core.rmem_max;
+// otherwise rmem_max caps them, and it is above the default).
+func TestUDPBuffersReported(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.UDP.ReadBuffer, cfg.UDP.WriteBuffer = 1<<20, 512<<10
+	g := startGateway(t, cfg, Options{})
+	m := httpGet(t, g, "/metrics")
+	fresh, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaultRcv, err := unix.GetsockoptInt(fresh, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	unix.Close(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range g.udp {
+		rcv, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strconv.Itoa(i)
+		if got := metric(m, `edgemux_udp_buffer_bytes{dir="receive",socket="`+s+`"}`); parseMetric(got) != rcv {
+			t.Errorf("socket %s: receive buffer %d, /metrics says %q", s, rcv, got)
+		}
+		if got := metric(m, `edgemux_udp_buffer_bytes{dir="send",socket="`+s+`"}`); parseMetric(got) != snd {
+			t.Errorf("socket %s: send buffer %d, /metrics says %q", s, snd, got)
+		}
+		if rcv <= defaultRcv {
+			t.Errorf("socket %s: receive buffer %d, not above the kernel's default %d", s, rcv, defaultRcv)
+		}
+	}
 }
 
 // TestUDPRecvBatches: one recvmmsg call of the loop's UDP socket (recv)
@@ -46,11 +89,11 @@ func TestUDPRecvBatches(t *testing.T) {
 	if batch < n {
 		t.Fatalf("default udp.batch %d: this test needs at least %d", batch, n)
 	}
-	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), batch)
+	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), udpOptions{batch: batch, maxDatagram: 2048})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(u.fd)
+	defer u.close()
 	sa, err := unix.Getsockname(u.fd)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +122,7 @@ func TestUDPRecvBatches(t *testing.T) {
 		t.Fatalf("one recv took %d of the %d waiting datagrams (batch %d)", got, n, batch)
 	}
 	for i, want := range sent {
-		if d := u.bufs[i][:u.msgs[i].Len]; !bytes.Equal(d, want) {
+		if d, _ := u.datagram(i); !bytes.Equal(d, want) {
 			t.Errorf("datagram %d: got % x, want % x", i, d, want)
 		}
 	}
@@ -104,4 +147,47 @@ func rcvMem(t *testing.T, fd int) uint32 {
 		t.Fatalf("getsockopt SO_MEMINFO: %v", e)
 	}
 	return info[unix.SK_MEMINFO_RMEM_ALLOC]
+}
+
+// parseMetric reads a metric's value as an integer (Prometheus prints
+// large ones as 2.097152e+06); -1 when it is not a number.
+func parseMetric(v string) int {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return -1
+	}
+	return int(f)
+}
+
+// TestUDPBatchAsConfigured: udp.batch is what one recvmmsg takes, up to
+// config's limit of 1,024; openUDP used to cap it at 64 without a word.
+func TestUDPBatchAsConfigured(t *testing.T) {
+	const n = 100
+	u, err := openUDP(netip.MustParseAddrPort("127.0.0.1:0"), udpOptions{batch: 1024, maxDatagram: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	if len(u.msgs) != 1024 {
+		t.Fatalf("batch 1024 gave %d receive slots", len(u.msgs))
+	}
+	sa, err := unix.Getsockname(u.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range n {
+		before := rcvMem(t, u.fd)
+		if _, err := c.Write([]byte{0x40, 0x01, 0x00, byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "datagram queued", func() bool { return rcvMem(t, u.fd) > before })
+	}
+	if got, err := u.recv(); got != n || err != nil {
+		t.Fatalf("one recv took %d of the %d waiting datagrams (%v)", got, n, err)
+	}
 }

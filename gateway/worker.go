@@ -51,8 +51,9 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	conns  []*conn // by fd
-	again  []*conn // read budget ran out before EAGAIN
+	dg     *dgramWorker // its datagram side; nil unless udp.routes names its pool
+	conns  []*conn      // by fd
+	again  []*conn      // read budget ran out before EAGAIN
 	wheel  *wheel
 	rbuf   []byte
 	ticks  uint64
@@ -85,6 +86,9 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w.park = pk
 	w.wake = pk.Unpark
 	w.rings = make([]*route.Ring, loops)
+	if p.servesDatagrams() {
+		w.dg = newDgramWorker(w, p.dgram, loops)
+	}
 	return w
 }
 
@@ -103,6 +107,10 @@ func (w *worker) start() {
 }
 
 func (w *worker) run() {
+	if w.dg != nil {
+		w.dg.open(w.local, len(w.pool.workers), newDgramOut(w.g, w.g.udp[w.idx%len(w.g.udp)]))
+		defer w.dg.close()
+	}
 	last := time.Now()
 	for {
 		if w.state.Load() == workerStopped {
@@ -110,12 +118,16 @@ func (w *worker) run() {
 			return
 		}
 		busy := w.poll()
-		if now := time.Now(); now.Sub(last) >= workerTick {
+		now := time.Now()
+		if now.Sub(last) >= workerTick {
 			w.tick(uint64(now.Sub(w.g.start) / workerTick))
 			last = now
 		}
+		// Datagram handlers' timers (retransmissions) want about a
+		// millisecond, not the 100 ms the connections' wheel steps by.
+		timeout := w.parkTimeout(now)
 		if !busy {
-			w.park.Park(w.readyFn, workerTick)
+			w.park.Park(w.readyFn, timeout)
 		}
 	}
 }
@@ -141,13 +153,17 @@ func (w *worker) ready() bool {
 // poll handles what is waiting and reports whether it found anything.
 func (w *worker) poll() bool {
 	busy := false
-	for _, r := range w.rings {
+	for li, r := range w.rings {
 		for range eventsPerRing {
 			id, ok := r.Pop()
 			if !ok {
 				break
 			}
 			busy = true
+			if isBatch(id) {
+				w.dg.batch(li, id, time.Now())
+				continue
+			}
 			w.handle(id)
 		}
 	}

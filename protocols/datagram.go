@@ -21,7 +21,11 @@ type Datagram struct {
 
 // DatagramOut sends datagrams from a worker. Send copies b; the worker
 // sends what was queued in batches (sendmmsg) when the call that queued
-// it returns, from the shared port.
+// it returns, from the shared port. Only the worker's goroutine may call
+// it: from Datagrams or Tick. A datagram it cannot send (empty, longer
+// than udp.max_datagram, to an address family the port does not speak)
+// is an error and is not queued; one the kernel drops later (a full send
+// buffer) is counted by the gateway, as a datagram lost on the way.
 type DatagramOut interface {
 	Send(peer netip.AddrPort, b []byte) error
 }
@@ -33,7 +37,10 @@ type DatagramHandler interface {
 	// Route picks the worker, 0..workers-1, that owns d: the same one
 	// for every datagram of a session, whatever its source address
 	// (a NAT may rebind it). It runs on an epoll loop for every
-	// datagram: pure, cheap, no allocation.
+	// datagram: pure, cheap, no allocation. Under the inline dispatch
+	// policy each loop runs its own worker and Route is not asked: a
+	// datagram goes to the worker of the loop whose socket took it (the
+	// kernel's hash of the 4-tuple), so a rebound peer may reach another.
 	Route(peer netip.AddrPort, d []byte, workers int) int
 	// Worker starts the state of worker index (of workers); out sends
 	// from that worker.
@@ -49,7 +56,10 @@ type DatagramWorker interface {
 	// Tick runs the worker's timers and returns how long until it needs
 	// the next Tick (0: no timer pending). The worker calls Tick again no
 	// later than that (to about a millisecond: retransmission timers of
-	// tens of milliseconds depend on it), and at least every 100 ms.
+	// tens of milliseconds depend on it), and at least every 100 ms. It
+	// also calls Tick right after Datagrams, so a timer that Datagrams
+	// armed counts from then: Tick may come before its deadline and must
+	// then only report the wait that is left.
 	Tick(now time.Time) time.Duration
 	// Close releases everything: the gateway stops.
 	Close()
