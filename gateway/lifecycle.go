@@ -86,7 +86,7 @@ func (g *Gateway) drain(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for g.reg.Len() > 0 || g.fwd.active.Load() > 0 || !closed(admin) {
+	for g.reg.Len() > 0 || g.fwd.active.Load() > 0 || !closed(admin) || !g.datagramsDrained() {
 		select {
 		case <-ctx.Done():
 			g.stop()
@@ -96,6 +96,25 @@ func (g *Gateway) drain(ctx context.Context) error {
 	}
 	g.stop()
 	return nil
+}
+
+// datagramsDrained reports whether every running worker's datagram
+// sessions have ended since the drain began (protocols.DatagramDrainer).
+// Under the inline policy the pools' workers never run: the loops' do.
+func (g *Gateway) datagramsDrained() bool {
+	running := g.workers
+	if g.cfg.Dispatch.Policy == "inline" {
+		running = nil
+		for _, l := range g.loops {
+			running = append(running, l.inline...)
+		}
+	}
+	for _, w := range running {
+		if w.dg != nil && !w.dg.drained.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 func closed(ch chan struct{}) bool {

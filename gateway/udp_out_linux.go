@@ -34,7 +34,8 @@ type dgramOut struct {
 	msgs   []unix.Mmsghdr
 	iovs   []unix.Iovec
 	names  []unix.RawSockaddrInet6
-	n      int // queued
+	n      int    // queued
+	wake   func() // the worker's dgramWorker.wakeUp
 }
 
 var _ protocols.DatagramOut = (*dgramOut)(nil)
@@ -67,6 +68,13 @@ func (o *dgramOut) Send(peer netip.AddrPort, b []byte) error {
 	h.Namelen = namelen
 	o.n++
 	return nil
+}
+
+// Wake asks the worker to call its handlers' Woken; any goroutine.
+func (o *dgramOut) Wake() {
+	if o.wake != nil {
+		o.wake()
+	}
 }
 
 func (o *dgramOut) alloc() {

@@ -28,6 +28,14 @@ type dgramWorker struct {
 	closed   bool
 	panics   uint64        // handler panics on this worker
 	received atomic.Uint64 // datagrams handed to the handlers
+	// woken is set by DatagramOut.Wake from any goroutine and cleared by
+	// the worker before it calls Woken: a Wake that comes during the
+	// calls sets it again, so none is lost.
+	woken atomic.Bool
+	// draining: drain was called; drained: every DatagramDrainer said
+	// Drained since (read by the gateway's drain, hence atomic).
+	draining bool
+	drained  atomic.Bool
 }
 
 func newDgramWorker(w *worker, handlers [numClasses]protocols.DatagramHandler, loops int) *dgramWorker {
@@ -39,6 +47,7 @@ func newDgramWorker(w *worker, handlers [numClasses]protocols.DatagramHandler, l
 // goroutine that will call them.
 func (d *dgramWorker) open(index, workers int, out *dgramOut) {
 	d.out = out
+	out.wake = d.wakeUp
 	d.opened = true
 	now := time.Now()
 	for c, h := range d.handlers {
@@ -100,6 +109,50 @@ func (d *dgramWorker) handleBatch(b *dgramBatch, now time.Time) {
 	d.received.Add(uint64(len(b.items)))
 }
 
+// wakeUp is DatagramOut.Wake: mark, then wake the worker (or, inline,
+// its loop). Any goroutine.
+func (d *dgramWorker) wakeUp() {
+	if d.woken.CompareAndSwap(false, true) {
+		d.w.wake()
+	}
+}
+
+// wakeHandlers calls Woken on every handler that takes it, if a Wake came,
+// and sends what they queued; it reports whether one came.
+func (d *dgramWorker) wakeHandlers(now time.Time) bool {
+	if !d.woken.Load() {
+		return false
+	}
+	d.woken.Store(false)
+	if d.closed {
+		return true
+	}
+	for c, dw := range d.dws {
+		if wk, ok := dw.(protocols.DatagramWaker); ok {
+			d.safe(sniff.DatagramClass(c), func() { wk.Woken(now) })
+			d.touched |= 1 << c
+		}
+	}
+	d.out.flush()
+	return true
+}
+
+// drain tells the handlers that take it (DatagramDrainer) that the
+// gateway drains; they keep running until the grace ends.
+func (d *dgramWorker) drain(now time.Time) {
+	if d.closed {
+		return
+	}
+	d.draining = true
+	for c, dw := range d.dws {
+		if dr, ok := dw.(protocols.DatagramDrainer); ok {
+			d.safe(sniff.DatagramClass(c), func() { dr.Drain(now) })
+			d.touched |= 1 << c
+		}
+	}
+	d.out.flush()
+}
+
 // tick runs every handler whose Tick is due, or that was given datagrams
 // since its last one (they may have armed a timer), sends what they
 // queued, and returns how long the worker may wait: until the earliest
@@ -122,7 +175,24 @@ func (d *dgramWorker) tick(now time.Time) time.Duration {
 	}
 	d.touched = 0
 	d.out.flush()
+	if d.draining && !d.drained.Load() && d.sessionsEnded() {
+		d.drained.Store(true)
+	}
 	return next
+}
+
+// sessionsEnded asks every DatagramDrainer whether its sessions are gone.
+func (d *dgramWorker) sessionsEnded() bool {
+	for c, dw := range d.dws {
+		if dr, ok := dw.(protocols.DatagramDrainer); ok {
+			ended := true
+			d.safe(sniff.DatagramClass(c), func() { ended = dr.Drained() })
+			if !ended {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tickWait turns what Tick returned into the wait before the next one:

@@ -139,6 +139,9 @@ func (w *worker) ready() bool {
 	if w.inboxN.Load() > 0 || len(w.again) > 0 {
 		return true
 	}
+	if w.dg != nil && w.dg.woken.Load() {
+		return true
+	}
 	if st := w.state.Load(); st == workerStopped || st == workerDraining && !w.draining {
 		return true
 	}
@@ -170,6 +173,9 @@ func (w *worker) poll() bool {
 	if w.inboxN.Load() > 0 {
 		busy = true
 		w.drainInbox()
+	}
+	if w.dg != nil && w.dg.wakeHandlers(time.Now()) {
+		busy = true
 	}
 	if len(w.again) > 0 {
 		busy = true
@@ -501,6 +507,9 @@ func (w *worker) sessionTimer(c *conn, due uint64) {
 
 // drainAll tells every connection that the gateway drains.
 func (w *worker) drainAll() {
+	if w.dg != nil {
+		w.dg.drain(time.Now())
+	}
 	for _, c := range w.conns {
 		if c != nil && !c.closed {
 			w.drainConn(c)

@@ -28,6 +28,13 @@ type Datagram struct {
 // buffer) is counted by the gateway, as a datagram lost on the way.
 type DatagramOut interface {
 	Send(peer netip.AddrPort, b []byte) error
+	// Wake asks the worker to call the DatagramWorker's Woken soon (it
+	// must implement DatagramWaker; otherwise Wake does nothing). It is
+	// safe from any goroutine, for sessions fed from elsewhere (a bus
+	// subscription); calls that come before the worker gets to it
+	// coalesce into one, so the handler keeps its own list of what
+	// wants service.
+	Wake()
 }
 
 // DatagramHandler serves one class of datagrams (the reliable UDP core,
@@ -63,4 +70,24 @@ type DatagramWorker interface {
 	Tick(now time.Time) time.Duration
 	// Close releases everything: the gateway stops.
 	Close()
+}
+
+// DatagramWaker is implemented by DatagramWorkers that use
+// DatagramOut.Wake.
+type DatagramWaker interface {
+	// Woken runs on the worker after one or more Wake calls.
+	Woken(now time.Time)
+}
+
+// DatagramDrainer is implemented by DatagramWorkers whose sessions have
+// something to tell their peers when the gateway drains (the private
+// protocol's GOING_AWAY, say). The worker calls Drain once when the drain
+// begins and keeps calling Datagrams, Tick and Woken, so goodbyes can be
+// acknowledged and retransmitted, until Drained reports true on every
+// worker or the grace ends; then Close.
+type DatagramDrainer interface {
+	Drain(now time.Time)
+	// Drained reports whether every session has ended; the worker asks
+	// after each Tick while it drains.
+	Drained() bool
 }

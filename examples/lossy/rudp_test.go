@@ -19,6 +19,8 @@ import (
 // udpOut is a DatagramOut over a real socket.
 type udpOut struct{ conn *net.UDPConn }
 
+func (o udpOut) Wake() {}
+
 func (o udpOut) Send(to netip.AddrPort, b []byte) error {
 	_, err := o.conn.WriteToUDPAddrPort(b, to)
 	return err

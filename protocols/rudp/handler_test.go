@@ -18,6 +18,8 @@ type sentDatagram struct {
 	b  []byte
 }
 
+func (o *fakeOut) Wake() {}
+
 func (o *fakeOut) Send(to netip.AddrPort, b []byte) error {
 	o.sent = append(o.sent, sentDatagram{to, append([]byte(nil), b...)})
 	return nil
