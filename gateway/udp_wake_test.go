@@ -93,6 +93,7 @@ func (w *wakeWorker) Drain(now time.Time) {
 	w.drains.Add(1)
 	w.draining.Store(true)
 }
+
 // Drained: a worker that never heard from a peer has no session.
 func (w *wakeWorker) Drained() bool { return w.bye.Load() || w.peer.Load() == nil }
 
