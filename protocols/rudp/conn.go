@@ -91,6 +91,9 @@ type Conn struct {
 	pingRetries                           uint8
 	closeCode                             uint16
 	closeReason                           string
+	appTimerAt                            int64 // SetTimer's deadline; 0: none
+	peerClosed                            bool  // a CLOSE came; the session ends once what came before it is read
+	value                                 any   // SetValue's
 
 	path pathState
 
@@ -209,7 +212,7 @@ func (c *Conn) Buffered() int { return c.snd.bytes }
 // not keep up: back off), ErrMemory (the endpoint's budget is spent) or
 // ErrClosed.
 func (c *Conn) Send(msg []byte) error {
-	if c.state >= StateClosing {
+	if c.state >= StateClosing || c.peerClosed {
 		return ErrClosed
 	}
 	if len(msg) > c.MaxMessage() {
@@ -260,7 +263,7 @@ func (c *Conn) unqueue(n int) {
 // lost, never fragmented (ErrTooLarge past one datagram's room). A full
 // queue refuses it with ErrQueueFull.
 func (c *Conn) SendUnreliable(msg []byte) error {
-	if c.state >= StateClosing {
+	if c.state >= StateClosing || c.peerClosed {
 		return ErrClosed
 	}
 	maxDatagram := c.maxDatagram
@@ -295,6 +298,9 @@ func (c *Conn) ReadMessage(dst []byte) ([]byte, bool) {
 		c.windowUpdated, c.ackPending, c.ackNow = true, true, true
 		c.changed()
 	}
+	if c.client {
+		c.finishIfRead()
+	}
 	return dst, true
 }
 
@@ -307,7 +313,42 @@ func (c *Conn) ReadDatagram(dst []byte) ([]byte, bool) {
 	b := c.dgramIn.pop()
 	dst = append(dst, b...)
 	c.pool.put(b)
+	if c.client {
+		c.finishIfRead()
+	}
 	return dst, true
+}
+
+// finishIfRead ends a session whose peer closed it once everything that
+// came before the CLOSE has been read. A client's reads call it; on the
+// server the endpoint does, after OnReadable (which reads all), so the
+// App never sees a message after Closed.
+func (c *Conn) finishIfRead() {
+	if c.peerClosed && !c.Readable() {
+		c.finish(ErrPeerClosed)
+	}
+}
+
+// SetValue attaches the application's state to the session (the I/O
+// shell's per-session state); Value returns it.
+func (c *Conn) SetValue(v any) { c.value = v }
+
+// Value returns what SetValue attached.
+func (c *Conn) Value() any { return c.value }
+
+// SetTimer asks for the endpoint's OnTimer once d has passed (to the
+// millisecond); a later call replaces an earlier one and d <= 0 cancels
+// it. For the application's own deadlines (a handshake of its protocol).
+// Server sessions only: on a client's Conn it does nothing.
+func (c *Conn) SetTimer(d time.Duration) {
+	if c.ep == nil || c.state == StateClosed {
+		return
+	}
+	c.appTimerAt = 0
+	if d > 0 {
+		c.appTimerAt = c.ep.now + max(int64(d), 1)
+	}
+	c.changed()
 }
 
 // Readable reports whether a message or a datagram waits to be read.
@@ -321,6 +362,10 @@ func (c *Conn) Close() error {
 
 func (c *Conn) closeWith(code uint16, reason string) error {
 	if c.state >= StateClosing {
+		return nil
+	}
+	if c.peerClosed { // the peer is gone: nothing to tell it
+		c.finish(ErrPeerClosed)
 		return nil
 	}
 	if c.state == StateHandshake {

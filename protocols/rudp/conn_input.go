@@ -77,7 +77,12 @@ func (c *Conn) applyFrames(b []byte, from netip.AddrPort, now int64) {
 		case framePathResponse:
 			c.onPathResponse(from, f.value)
 		case frameClose:
-			c.finish(ErrPeerClosed)
+			// What arrived before the CLOSE is still the peer's word:
+			// the session ends once it is read (finishIfRead).
+			c.peerClosed = true
+			if !c.Readable() {
+				c.finish(ErrPeerClosed)
+			}
 			return
 		}
 	}
@@ -199,4 +204,7 @@ func (c *Conn) onAck(f *ackFrame, now int64) {
 	}
 	c.detectLosses(now)
 	c.armLossTimers(now, newAck)
+	if newAck && q.empty() && c.ep != nil && c.ep.opts.OnSent != nil {
+		c.ep.opts.OnSent(c)
+	}
 }

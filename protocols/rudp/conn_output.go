@@ -15,7 +15,7 @@ func (c *Conn) trailerLen() int {
 // the path's amplification credit hold it back).
 func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 	switch {
-	case c.state == StateClosed || c.state == StateHandshake:
+	case c.state == StateClosed || c.state == StateHandshake || c.peerClosed:
 		return b, false
 	case c.acceptSend:
 		return c.appendHandshake(b, now), true

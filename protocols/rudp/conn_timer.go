@@ -9,6 +9,9 @@ func (c *Conn) deadline(now int64) int64 {
 	if c.state == StateClosed {
 		return 0
 	}
+	if c.peerClosed { // waits for its reader only
+		return c.lastHeard + int64(c.idleTimeout)
+	}
 	d := c.lastHeard + int64(c.idleTimeout)
 	earliest := func(t int64) {
 		if t != 0 && t < d {
@@ -25,6 +28,7 @@ func (c *Conn) deadline(now int64) int64 {
 	earliest(c.loss.ptoAt)
 	earliest(c.loss.rtoAt)
 	earliest(c.loss.persistAt)
+	earliest(c.appTimerAt)
 	if c.path.candActive {
 		earliest(c.path.challengeAt)
 	}
@@ -74,6 +78,15 @@ func (c *Conn) onTimer(now int64) {
 	if now-c.lastHeard >= int64(c.idleTimeout) {
 		c.finish(ErrIdle)
 		return
+	}
+	if c.appTimerAt != 0 && now >= c.appTimerAt {
+		c.appTimerAt = 0
+		if c.ep != nil && c.ep.opts.OnTimer != nil {
+			c.ep.opts.OnTimer(c)
+			if c.state == StateClosed {
+				return
+			}
+		}
 	}
 	c.onLossTimer(now)
 	c.onPathTimer(now)

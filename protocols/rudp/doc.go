@@ -3,9 +3,11 @@
 // or reads a clock: every entry point takes the current time, received
 // datagrams go in through Input, datagrams to send come out through
 // AppendDatagram (appended into the caller's buffer), and Tick runs the
-// timers. The I/O shell (the gateway's datagram workers, a client's UDP
-// socket, or the in-memory lossy network of package lossy in tests) is
-// thin and lives elsewhere.
+// timers. The I/O shells are thin: Handler runs endpoints on the
+// gateway's datagram workers, Stream a client on a UDP socket of its own,
+// and package lossy's in-memory network drives both in tests. Streams
+// runs a TCP protocol's handler over the sessions (the private protocol's
+// datagram binding).
 //
 // A session carries two channels: reliable, ordered messages (Send,
 // ReadMessage), fragmented to the path's datagram size and reassembled,

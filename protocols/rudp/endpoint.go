@@ -31,6 +31,11 @@ type EndpointOptions struct {
 	OnSession  func(*Conn)
 	OnClosed   func(*Conn, error)
 	OnReadable func(*Conn)
+	// OnSent is called when an ACK leaves nothing that Send queued
+	// unacknowledged (Buffered is 0); OnTimer when a session's SetTimer
+	// deadline passes. Same rules as above.
+	OnSent  func(*Conn)
+	OnTimer func(*Conn)
 }
 
 // EndpointStats counts what an endpoint did outside its sessions.
@@ -45,6 +50,20 @@ type EndpointStats struct {
 	Refused          uint64 // plain client in sealed mode, unknown device, bad AUTH, no room
 	MemoryInUse      int    // bytes of message buffers this endpoint's sessions hold
 	PendingResponses int    // stateless replies waiting
+}
+
+// add sums o into s.
+func (s *EndpointStats) add(o EndpointStats) {
+	s.Sessions += o.Sessions
+	s.SessionsOpened += o.SessionsOpened
+	s.Retries += o.Retries
+	s.RetriesDropped += o.RetriesDropped
+	s.BadCookies += o.BadCookies
+	s.UnknownSessions += o.UnknownSessions
+	s.Malformed += o.Malformed
+	s.Refused += o.Refused
+	s.MemoryInUse += o.MemoryInUse
+	s.PendingResponses += o.PendingResponses
 }
 
 // handshakeKey finds a session whose client may not have its ACCEPT yet.
@@ -127,6 +146,13 @@ func (e *Endpoint) Stats() EndpointStats {
 // Session returns the open session with id, or nil.
 func (e *Endpoint) Session(id uint64) *Conn { return e.sessions[id] }
 
+// EachSession calls fn for every open session (fn may close it).
+func (e *Endpoint) EachSession(fn func(*Conn)) {
+	for _, c := range e.sessions {
+		fn(c)
+	}
+}
+
 // Input handles one datagram from peer.
 func (e *Endpoint) Input(peer netip.AddrPort, d []byte, now time.Time) {
 	e.now = int64(now.Sub(e.epoch))
@@ -148,6 +174,7 @@ func (e *Endpoint) Input(peer netip.AddrPort, d []byte, now time.Time) {
 		if c.Readable() && e.opts.OnReadable != nil {
 			e.opts.OnReadable(c)
 		}
+		c.finishIfRead()
 	default:
 		e.stats.Malformed++ // RETRY and HANDSHAKE only go to clients
 	}

@@ -10,7 +10,8 @@ import (
 
 // fakeOut records what a worker sends.
 type fakeOut struct {
-	sent []sentDatagram
+	sent  []sentDatagram
+	wakes int
 }
 
 type sentDatagram struct {
@@ -18,7 +19,7 @@ type sentDatagram struct {
 	b  []byte
 }
 
-func (o *fakeOut) Wake() {}
+func (o *fakeOut) Wake() { o.wakes++ }
 
 func (o *fakeOut) Send(to netip.AddrPort, b []byte) error {
 	o.sent = append(o.sent, sentDatagram{to, append([]byte(nil), b...)})
@@ -65,6 +66,11 @@ func newShell(t *testing.T, app App, workers int) *shell {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newShellWith(t, h, workers)
+}
+
+func newShellWith(t *testing.T, h *Handler, workers int) *shell {
+	var err error
 	s := &shell{t: t, h: h, addr: netip.MustParseAddrPort("192.0.2.7:5683"), now: time.Now(), hits: make([]int, workers)}
 	for i := 0; i < workers; i++ {
 		out := &fakeOut{}
