@@ -117,8 +117,8 @@ func run(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	r := newRelay(conn, upstream, o.cfg, o.rebind)
-	if err := blackout(r.net, o.blackout, time.Now()); err != nil {
+	r := lossy.NewRelay(conn, upstream, o.cfg, o.rebind)
+	if err := blackout(r, o.blackout, time.Now()); err != nil {
 		return err
 	}
 	fmt.Printf("lossy: %s -> %s\n", conn.LocalAddr(), upstream)
@@ -131,19 +131,19 @@ func run(args []string) error {
 				case <-ctx.Done():
 					return
 				case <-tick.C:
-					fmt.Println("lossy:", r.report())
+					fmt.Println("lossy:", r.Report())
 				}
 			}
 		}()
 	}
-	err = r.run(ctx)
+	err = r.Run(ctx)
 	conn.Close()
-	fmt.Println("lossy:", r.report())
+	fmt.Println("lossy:", r.Report())
 	return err
 }
 
 // blackout schedules "START+LENGTH" (durations from now) on n.
-func blackout(n *lossy.Network, spec string, now time.Time) error {
+func blackout(r *lossy.Relay, spec string, now time.Time) error {
 	if spec == "" {
 		return nil
 	}
@@ -159,6 +159,6 @@ func blackout(n *lossy.Network, spec string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("-blackout %q: %w", spec, err)
 	}
-	n.Blackout(now.Add(start), now.Add(start+length))
+	r.Blackout(now.Add(start), now.Add(start+length))
 	return nil
 }

@@ -44,15 +44,15 @@ func startEcho(t *testing.T) *echoServer {
 }
 
 // startRelay runs a relay toward upstream until the test ends.
-func startRelay(t *testing.T, upstream netip.AddrPort, cfg lossy.Config, rebind time.Duration) (*relay, netip.AddrPort) {
+func startRelay(t *testing.T, upstream netip.AddrPort, cfg lossy.Config, rebind time.Duration) (*lossy.Relay, netip.AddrPort) {
 	listen, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRelay(listen, upstream, cfg, rebind)
+	r := lossy.NewRelay(listen, upstream, cfg, rebind)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.run(ctx); close(done) }()
+	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); listen.Close(); <-done })
 	return r, listen.LocalAddr().(*net.UDPAddr).AddrPort()
 }
@@ -89,7 +89,7 @@ func TestRelayLosesAndCounts(t *testing.T) {
 			received <- 1
 		}
 	}()
-	stats := func() lossy.Stats { r.mu.Lock(); defer r.mu.Unlock(); return r.net.Stats() }
+	stats := r.Stats
 	for i := 0; i < 400; i++ {
 		// One at a time: a burst on loopback overflows the relay's socket
 		// buffer, and those drops are the kernel's, not the relay's.
@@ -144,10 +144,10 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parse([]string{"-loss", "1.5"}); err == nil {
 		t.Fatal("a loss of 1.5 accepted")
 	}
-	if err := blackout(lossy.New(lossy.Config{}), "30s", time.Now()); err == nil {
+	if err := blackout(lossy.NewRelay(nil, netip.AddrPort{}, lossy.Config{}, 0), "30s", time.Now()); err == nil {
 		t.Fatal("a blackout without a length accepted")
 	}
-	if err := blackout(lossy.New(lossy.Config{}), "30s+10s", time.Now()); err != nil {
+	if err := blackout(lossy.NewRelay(nil, netip.AddrPort{}, lossy.Config{}, 0), "30s+10s", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := loopbackOnly("192.0.2.1:5020"); err == nil {

@@ -1,4 +1,4 @@
-package main
+package lossy
 
 import (
 	"context"
@@ -8,19 +8,17 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/edgemux/edgemux/protocols/rudp/lossy"
 )
 
 // relay carries UDP datagrams between clients (on its listening socket)
-// and one upstream server, through a lossy.Network on the wall clock.
+// and one upstream server, through a Network on the wall clock.
 // Each client gets its own upstream socket, so the server sees one source
 // per client; a rebinding replaces that socket (a new source port), as a
 // NAT does.
-type relay struct {
+type Relay struct {
 	listen   *net.UDPConn
 	upstream netip.AddrPort
-	net      *lossy.Network
+	net      *Network
 	rebind   time.Duration
 	mu       sync.Mutex                  // guards net and the maps: the readers and the loop share them
 	mappings map[netip.AddrPort]*mapping // by outside address
@@ -36,17 +34,19 @@ type mapping struct {
 	created         time.Time
 }
 
-func newRelay(listen *net.UDPConn, upstream netip.AddrPort, cfg lossy.Config, rebind time.Duration) *relay {
+// NewRelay relays between the clients of listen and upstream; rebind > 0
+// gives each client a new source port toward upstream that often.
+func NewRelay(listen *net.UDPConn, upstream netip.AddrPort, cfg Config, rebind time.Duration) *Relay {
 	cfg.Server = upstream
-	return &relay{
-		listen: listen, upstream: upstream, net: lossy.New(cfg), rebind: rebind,
+	return &Relay{
+		listen: listen, upstream: upstream, net: New(cfg), rebind: rebind,
 		mappings: map[netip.AddrPort]*mapping{}, byClient: map[netip.AddrPort]*mapping{},
 		wake: make(chan struct{}, 1), readErr: make(chan error, 1),
 	}
 }
 
-// run relays until ctx ends.
-func (r *relay) run(ctx context.Context) error {
+// Run relays until ctx ends; the caller closes listen afterwards.
+func (r *Relay) Run(ctx context.Context) error {
 	go r.readClients()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -73,7 +73,7 @@ func (r *relay) run(ctx context.Context) error {
 }
 
 // readClients reads the listening socket: datagrams going up.
-func (r *relay) readClients() {
+func (r *Relay) readClients() {
 	buf := make([]byte, 65536)
 	for {
 		n, from, err := r.listen.ReadFromUDPAddrPort(buf)
@@ -98,7 +98,7 @@ func (r *relay) readClients() {
 
 // ensureMapping gives a client an upstream socket, a new one when its
 // mapping is older than the rebinding period. r.mu is held.
-func (r *relay) ensureMapping(client netip.AddrPort) error {
+func (r *Relay) ensureMapping(client netip.AddrPort) error {
 	m := r.byClient[client]
 	if m != nil && (r.rebind <= 0 || time.Since(m.created) < r.rebind) {
 		return nil
@@ -119,7 +119,7 @@ func (r *relay) ensureMapping(client netip.AddrPort) error {
 }
 
 // readUpstream reads one client's upstream socket: datagrams going down.
-func (r *relay) readUpstream(m *mapping) {
+func (r *Relay) readUpstream(m *mapping) {
 	buf := make([]byte, 65536)
 	for {
 		n, _, err := m.conn.ReadFromUDPAddrPort(buf)
@@ -134,7 +134,7 @@ func (r *relay) readUpstream(m *mapping) {
 }
 
 // deliver sends what the network delivers by now. r.mu is held.
-func (r *relay) deliver(now time.Time) {
+func (r *Relay) deliver(now time.Time) {
 	r.net.Deliver(now, func(from, to netip.AddrPort, b []byte) {
 		if to == r.upstream {
 			if m := r.mappings[from]; m != nil {
@@ -146,14 +146,14 @@ func (r *relay) deliver(now time.Time) {
 	})
 }
 
-func (r *relay) poke() {
+func (r *Relay) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (r *relay) closeAll() {
+func (r *Relay) closeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, m := range r.mappings {
@@ -161,8 +161,29 @@ func (r *relay) closeAll() {
 	}
 }
 
-// report is the byte and datagram counts, one line.
-func (r *relay) report() string {
+// Stats returns the network's counters.
+func (r *Relay) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.net.Stats()
+}
+
+// Blackout drops everything between from and to, both ways.
+func (r *Relay) Blackout(from, to time.Time) {
+	r.mu.Lock()
+	r.net.Blackout(from, to)
+	r.mu.Unlock()
+}
+
+// SetImpairment changes one direction's impairment from now on.
+func (r *Relay) SetImpairment(up bool, imp Impairment) {
+	r.mu.Lock()
+	r.net.SetImpairment(up, imp)
+	r.mu.Unlock()
+}
+
+// Report is the byte and datagram counts, one line.
+func (r *Relay) Report() string {
 	r.mu.Lock()
 	st := r.net.Stats()
 	r.mu.Unlock()
