@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgemux/edgemux/protocols/rudp"
 )
 
 // Client errors.
@@ -92,12 +94,11 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-// Dial connects to addr, sends HELLO for deviceID and waits for the
-// server's ACK (bounded by ctx).
+// Dial connects to addr over TCP, sends HELLO for deviceID and waits for
+// the server's ACK (bounded by ctx).
 func Dial(ctx context.Context, addr string, deviceID string, opt ClientOptions) (*Client, error) {
 	opt = opt.withDefaults()
-	hello := Hello{DeviceID: []byte(deviceID), Keepalive: uint16(min(opt.Keepalive/time.Second, maxU16))}
-	frame, err := AppendHello(nil, hello)
+	hello, err := encodeHello(deviceID, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +106,33 @@ func Dial(ctx context.Context, addr string, deviceID string, opt ClientOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("private: dial %s: %w", addr, err)
 	}
+	return start(ctx, conn, hello, opt)
+}
+
+// DialUDP opens a session of the reliable UDP core with addr (SPEC.md,
+// "The datagram binding"), sends HELLO for deviceID and waits for the
+// server's ACK (bounded by ctx). The Client then works as over TCP;
+// PublishUnreliable sends telemetry that may be lost.
+func DialUDP(ctx context.Context, addr string, deviceID string, cfg rudp.Config, opt ClientOptions) (*Client, error) {
+	opt = opt.withDefaults()
+	hello, err := encodeHello(deviceID, opt)
+	if err != nil {
+		return nil, err
+	}
+	s, err := rudp.Dial(ctx, addr, cfg, rudp.StreamDialOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("private: %w", err)
+	}
+	return start(ctx, s, hello, opt)
+}
+
+// encodeHello encodes the HELLO a client opens with.
+func encodeHello(deviceID string, opt ClientOptions) ([]byte, error) {
+	return AppendHello(nil, Hello{DeviceID: []byte(deviceID), Keepalive: uint16(min(opt.Keepalive/time.Second, maxU16))})
+}
+
+// start runs a client on conn: HELLO, then the server's ACK.
+func start(ctx context.Context, conn net.Conn, frame []byte, opt ClientOptions) (*Client, error) {
 	c := newClient(conn, opt)
 	ack := c.expectAck(0)
 	go c.readLoop()
@@ -177,6 +205,25 @@ func (c *Client) Publish(topic string, data []byte, ack bool) error {
 	}
 	m := Pub{MsgID: id, Topic: []byte(topic), Data: data}
 	return c.request(id, func(dst []byte) ([]byte, error) { return AppendPub(dst, m) })
+}
+
+// ErrNotDatagram is what PublishUnreliable returns on a TCP client.
+var ErrNotDatagram = errors.New("private: not a datagram session (DialUDP)")
+
+// PublishUnreliable sends data to topic on the reliable UDP core's
+// unreliable channel (a client from DialUDP): one datagram, no ACK, maybe
+// lost; for telemetry whose next sample replaces a lost one. It fails
+// with rudp.ErrTooLarge when the frame does not fit one datagram.
+func (c *Client) PublishUnreliable(topic string, data []byte) error {
+	s, ok := c.conn.(*rudp.Stream)
+	if !ok {
+		return ErrNotDatagram
+	}
+	frame, err := AppendPub(nil, Pub{Topic: []byte(topic), Data: data})
+	if err != nil {
+		return err
+	}
+	return s.SendUnreliable(frame)
 }
 
 // Subscribe adds a filter (MQTT wildcards + and #) and waits for the ACK.
