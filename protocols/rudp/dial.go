@@ -38,6 +38,12 @@ type Stream struct {
 	// timer.
 	kicked atomic.Bool
 	done   chan struct{}
+	// idleWait is the longest socket wait without a timer (100 ms);
+	// beforeArm, when set, runs between the loop's clearing of kicked
+	// and its arming of the socket deadline. Both for tests of the kick;
+	// mu guards them.
+	idleWait  time.Duration
+	beforeArm func()
 
 	datagramsDropped atomic.Uint64
 }
@@ -76,7 +82,7 @@ func Dial(ctx context.Context, addr string, cfg Config, opts StreamDialOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("rudp: dial %s: %w", addr, err)
 	}
-	s := &Stream{sock: nc.(*net.UDPConn), cfg: opts, c: c, out: make([]byte, 0, MaxDatagram), done: make(chan struct{})}
+	s := &Stream{sock: nc.(*net.UDPConn), cfg: opts, c: c, out: make([]byte, 0, MaxDatagram), done: make(chan struct{}), idleWait: 100 * time.Millisecond}
 	s.cond = sync.NewCond(&s.mu)
 	go s.loop()
 	stop := context.AfterFunc(ctx, func() {
@@ -114,6 +120,7 @@ func (s *Stream) loop() {
 		s.takeLocked()
 		ended := s.c.State() == StateClosed
 		next := s.c.NextDeadline(now)
+		idle, hook := s.idleWait, s.beforeArm
 		if ended && s.err == nil {
 			s.err = s.c.Err()
 		}
@@ -123,9 +130,12 @@ func (s *Stream) loop() {
 			s.sock.Close()
 			return
 		}
-		wait := 100 * time.Millisecond
+		wait := idle
 		if !next.IsZero() {
 			wait = min(wait, max(time.Until(next), 0))
+		}
+		if hook != nil {
+			hook()
 		}
 		s.sock.SetReadDeadline(time.Now().Add(wait))
 		if s.kicked.Load() {

@@ -1,0 +1,160 @@
+package rudp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols"
+)
+
+// socketOut is a DatagramOut on a real socket.
+type socketOut struct{ conn *net.UDPConn }
+
+func (o socketOut) Wake() {}
+func (o socketOut) Send(to netip.AddrPort, b []byte) error {
+	_, err := o.conn.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+// echoServer runs one echoing Handler worker on a loopback socket; while
+// drop is set it loses every datagram that arrives.
+type echoServer struct {
+	addr    string
+	drop    atomic.Bool
+	dropped atomic.Int64
+}
+
+func startEchoServer(t *testing.T, cfg Config) *echoServer {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(cfg, &echoApp{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := h.Worker(0, 1, socketOut{conn})
+	srv := &echoServer{addr: conn.LocalAddr().String()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		next := time.Duration(0)
+		for {
+			wait := 50 * time.Millisecond
+			if next > 0 {
+				wait = min(wait, next)
+			}
+			conn.SetReadDeadline(time.Now().Add(wait))
+			n, from, err := conn.ReadFromUDPAddrPort(buf)
+			switch {
+			case err == nil && srv.drop.Load():
+				srv.dropped.Add(1)
+			case err == nil:
+				from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+				w.Datagrams([]protocols.Datagram{{Peer: from, Data: buf[:n]}}, time.Now())
+			case errors.Is(err, os.ErrDeadlineExceeded):
+			default:
+				return
+			}
+			next = w.Tick(time.Now())
+		}
+	}()
+	t.Cleanup(func() { conn.Close(); <-done; w.Close() })
+	return srv
+}
+
+// TestStreamKickNotLost: a Write that lands after the loop computed its
+// wait and before it armed the socket deadline (the window held open by a
+// hook) must still get its retransmission timer: the server loses the
+// first copy, nothing else wakes the loop (no keepalive for an hour, an
+// idle wait of an hour), so only the loop's re-check of the kick finds
+// the timer. The echo comes back; without the re-check the loop sleeps
+// for the hour.
+func TestStreamKickNotLost(t *testing.T) {
+	cfg := Config{KeepAlive: time.Hour, IdleTimeout: 3 * time.Hour}
+	srv := startEchoServer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Dial(ctx, srv.addr, cfg, StreamDialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	inWindow, written := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.mu.Lock()
+	s.idleWait = time.Hour
+	s.beforeArm = func() {
+		once.Do(func() {
+			close(inWindow)
+			<-written
+		})
+	}
+	s.mu.Unlock()
+	s.kick() // a turn of the loop, to reach the hook
+	<-inWindow
+	srv.drop.Store(true)
+	if _, err := s.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	for srv.dropped.Load() == 0 { // the first copy is lost
+		time.Sleep(time.Millisecond)
+	}
+	srv.drop.Store(false)
+	close(written)
+	got := make([]byte, 16)
+	s.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := s.Read(got)
+	if err != nil || !bytes.Equal(got[:n], []byte("ping")) {
+		t.Fatalf("echo: %q, %v (the retransmission timer was never armed)", got[:n], err)
+	}
+}
+
+// TestStreamLargeWrites: 4 MiB written in 64 KiB pieces, more than the
+// send queue, the receive window and the socket buffers hold, comes back
+// whole and in order; Write waits for room rather than failing.
+func TestStreamLargeWrites(t *testing.T) {
+	srv := startEchoServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Dial(ctx, srv.addr, Config{}, StreamDialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := make([]byte, 4<<20)
+	for i := range want {
+		want[i] = byte(i * 7 / 13)
+	}
+	go func() {
+		for off := 0; off < len(want); off += 64 << 10 {
+			if _, err := s.Write(want[off : off+64<<10]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 32<<10)
+	s.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for len(got) < len(want) {
+		n, err := s.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(got), err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the echo differs from what was written")
+	}
+}
