@@ -25,6 +25,7 @@ type Config struct {
 	Bus        Bus             `yaml:"bus"`        // topic bus limits
 	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port and who may use it (admin.go)
 	UDP        UDP             `yaml:"udp"`        // datagram side of the port
+	RUDP       RUDP            `yaml:"rudp"`       // the reliable UDP core's sessions
 	Log        Log             `yaml:"log"`        // logging
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }
@@ -160,6 +161,29 @@ type UDP struct {
 	WriteBuffer int               `yaml:"write_buffer"` // SO_SNDBUF asked for per socket (bytes); 0 = the kernel's default
 	Queue       int               `yaml:"queue"`        // datagram batches in flight from each loop to each worker
 	Routes      map[string]string `yaml:"routes"`       // datagram class (coap | rudp) -> pool; a class with no route is counted and dropped
+}
+
+// RUDP tunes the reliable UDP core (protocols/rudp, README "Configuration"):
+// the sessions that carry the private protocol over UDP.
+type RUDP struct {
+	MaxDatagram      int           `yaml:"max_datagram"`      // UDP payload bytes; messages are fragmented to it
+	MaxMessage       int           `yaml:"max_message"`       // largest reliable message (bytes)
+	Window           int           `yaml:"window"`            // receive window (fragments)
+	SendQueue        int           `yaml:"send_queue"`        // reliable bytes queued per session
+	DatagramQueue    int           `yaml:"datagram_queue"`    // unreliable messages queued each way per session
+	IdleTimeout      time.Duration `yaml:"idle_timeout"`      // nothing heard for this long: the session is dead
+	KeepAlive        time.Duration `yaml:"keepalive"`         // what a quiet client is asked to ping at
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"` // client side: give up a handshake after this long
+	MaxAckDelay      time.Duration `yaml:"max_ack_delay"`     // an ACK may wait this long for company
+	InitialRTT       time.Duration `yaml:"initial_rtt"`       // RTT assumed before the first sample
+	MinRTO           time.Duration `yaml:"min_rto"`
+	MaxRTO           time.Duration `yaml:"max_rto"`         // also caps the backoff
+	CookieLifetime   time.Duration `yaml:"cookie_lifetime"` // a RETRY cookie is accepted this long
+	CookieRotation   time.Duration `yaml:"cookie_rotation"` // the cookie key changes this often
+	MaxSessions      int           `yaml:"max_sessions"`    // per worker
+	MemoryBudget     int           `yaml:"memory_budget"`   // message buffers of all sessions together (bytes)
+	PendingRetries   int           `yaml:"pending_retries"` // stateless replies held per worker
+	KeyFile          string        `yaml:"key_file"`        // sealed mode: "device-id <64 hex digits>" per line; "" = plain
 }
 
 // Log configures log/slog.

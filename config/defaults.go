@@ -103,6 +103,15 @@ func Defaults() Config {
 		UDP: UDP{
 			Enabled: true, Batch: 16, MaxDatagram: 2048,
 			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8,
+			Routes: map[string]string{"rudp": "private"},
+		},
+		RUDP: RUDP{
+			MaxDatagram: 1200, MaxMessage: 64 * kib, Window: 256, SendQueue: 256 * kib, DatagramQueue: 64,
+			IdleTimeout: 30 * time.Second, KeepAlive: 10 * time.Second, HandshakeTimeout: 10 * time.Second,
+			MaxAckDelay: 2 * time.Millisecond, InitialRTT: 100 * time.Millisecond,
+			MinRTO: 200 * time.Millisecond, MaxRTO: 2 * time.Second,
+			CookieLifetime: 30 * time.Second, CookieRotation: 2 * time.Minute,
+			MaxSessions: 200000, MemoryBudget: 256 * mib, PendingRetries: 256,
 		},
 		Log: Log{Level: "info", Format: "text"},
 	}

@@ -94,8 +94,22 @@ func Parse(data []byte) (cfg Config, err error) {
 	if err := mergePools(&cfg, mappingValue(doc, "pools")); err != nil {
 		return Config{}, err
 	}
+	dropOrphanRoutes(&cfg)
 	cfg.Normalize()
 	return cfg, nil
+}
+
+// dropOrphanRoutes removes a default udp.routes entry whose pool the
+// document removed (`private: ~` takes the default rudp route with it);
+// a route the document sets itself stays, and Validate checks it.
+func dropOrphanRoutes(cfg *Config) {
+	for class, pool := range Defaults().UDP.Routes {
+		_, set := cfg.Lines["udp.routes."+class]
+		_, exists := cfg.Pools[pool]
+		if !set && !exists && cfg.UDP.Routes[class] == pool {
+			delete(cfg.UDP.Routes, class)
+		}
+	}
 }
 
 // decodeStrict decodes the one document in data into cfg, refusing

@@ -66,6 +66,14 @@ var intRules = [...]intRule{
 	{"udp.read_buffer", 0, 1 << 30, func(c *Config) int { return c.UDP.ReadBuffer }},   // 0, or at least minSocketBuffer (checkUDP)
 	{"udp.write_buffer", 0, 1 << 30, func(c *Config) int { return c.UDP.WriteBuffer }}, // 0, or at least minSocketBuffer (checkUDP)
 	{"udp.queue", 1, 1024, func(c *Config) int { return c.UDP.Queue }},
+	{"rudp.max_datagram", 256, 65000, func(c *Config) int { return c.RUDP.MaxDatagram }}, // at most udp.max_datagram (checkRUDP)
+	{"rudp.max_message", 1, 16 * mib, func(c *Config) int { return c.RUDP.MaxMessage }},  // at most half the window of fragments (checkRUDP)
+	{"rudp.window", 4, 32768, func(c *Config) int { return c.RUDP.Window }},
+	{"rudp.send_queue", kib, 1 << 30, func(c *Config) int { return c.RUDP.SendQueue }}, // at least max_message (checkRUDP)
+	{"rudp.datagram_queue", 1, 65536, func(c *Config) int { return c.RUDP.DatagramQueue }},
+	{"rudp.max_sessions", 1, 10000000, func(c *Config) int { return c.RUDP.MaxSessions }},
+	{"rudp.memory_budget", mib, maxMemoryLimit, func(c *Config) int { return c.RUDP.MemoryBudget }},
+	{"rudp.pending_retries", 1, 65536, func(c *Config) int { return c.RUDP.PendingRetries }},
 }
 
 // durationRule is the allowed range of one duration field.
@@ -87,4 +95,13 @@ var durationRules = [...]durationRule{
 	{"quarantine.ban_window", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanWindow }},
 	{"quarantine.ban_for", time.Second, 7 * 24 * time.Hour, func(c *Config) time.Duration { return c.Quarantine.BanFor }},
 	{"admin.idle_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Admin.IdleTimeout }},
+	{"rudp.idle_timeout", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.RUDP.IdleTimeout }},
+	{"rudp.keepalive", 100 * time.Millisecond, 8 * time.Hour, func(c *Config) time.Duration { return c.RUDP.KeepAlive }}, // below idle_timeout (checkRUDP)
+	{"rudp.handshake_timeout", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.RUDP.HandshakeTimeout }},
+	{"rudp.max_ack_delay", 0, time.Second, func(c *Config) time.Duration { return c.RUDP.MaxAckDelay }},
+	{"rudp.initial_rtt", time.Millisecond, 10 * time.Second, func(c *Config) time.Duration { return c.RUDP.InitialRTT }},
+	{"rudp.min_rto", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.RUDP.MinRTO }},
+	{"rudp.max_rto", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.RUDP.MaxRTO }}, // at least min_rto (checkRUDP)
+	{"rudp.cookie_lifetime", time.Second, time.Hour, func(c *Config) time.Duration { return c.RUDP.CookieLifetime }},
+	{"rudp.cookie_rotation", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.RUDP.CookieRotation }},
 }

@@ -78,6 +78,7 @@ func (c Config) Validate() error {
 	v.checkPools()
 	v.checkRoutes()
 	v.checkUDP()
+	v.checkRUDP()
 	return v.result()
 }
 
@@ -422,9 +423,36 @@ func (v *validator) checkUDP() {
 			v.fail(at, "must be a datagram class: %s, not %q", strings.Join(datagramClasses, " | "), class)
 			continue
 		}
+		if pool == "" {
+			continue // not routed: counted and dropped
+		}
 		if _, ok := v.c.Pools[pool]; !ok || pool == quarantinePool {
 			v.fail(at, "must name a pool in pools other than %s, not %q", quarantinePool, pool)
 		}
+	}
+}
+
+// checkRUDP checks what relates the rudp section's fields (their ranges
+// are in intRules and durationRules).
+func (v *validator) checkRUDP() {
+	r := v.c.RUDP
+	if r.MaxDatagram > v.c.UDP.MaxDatagram {
+		v.fail("rudp.max_datagram", "must be at most udp.max_datagram (%d), not %d", v.c.UDP.MaxDatagram, r.MaxDatagram)
+	}
+	// A reliable message may take at most half the window: the rest is
+	// room for what follows it. 39 bytes of a datagram are not payload:
+	// the 16-byte header, a 16-byte AEAD tag, the DATA frame's 7.
+	if frag := r.MaxDatagram - 39; r.MaxMessage > r.Window/2*frag {
+		v.fail("rudp.max_message", "must fit half of rudp.window in fragments (%d x %d bytes), not %d", r.Window/2, frag, r.MaxMessage)
+	}
+	if r.SendQueue < r.MaxMessage {
+		v.fail("rudp.send_queue", "must be at least rudp.max_message (%d), not %d", r.MaxMessage, r.SendQueue)
+	}
+	if r.KeepAlive >= r.IdleTimeout {
+		v.fail("rudp.keepalive", "must be below rudp.idle_timeout (%s), not %s", shortDuration(r.IdleTimeout), shortDuration(r.KeepAlive))
+	}
+	if r.MinRTO > r.MaxRTO {
+		v.fail("rudp.max_rto", "must be at least rudp.min_rto (%s), not %s", shortDuration(r.MinRTO), shortDuration(r.MaxRTO))
 	}
 }
 
