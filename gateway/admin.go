@@ -243,6 +243,11 @@ func (a *admin) registry(w http.ResponseWriter, r *http.Request) {
 		"open":  a.g.reg.Len(),
 		"stale": a.g.reg.Stale(),
 		"slots": views,
+		// Sessions over the reliable UDP core have no fd and no slot.
+		"rudp": map[string]any{
+			"open":     a.g.streams.Stats().Open,
+			"sessions": a.g.streams.Sessions(max),
+		},
 	})
 }
 

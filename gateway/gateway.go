@@ -27,6 +27,7 @@ import (
 	"github.com/edgemux/edgemux/protocols/modbus"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
+	"github.com/edgemux/edgemux/protocols/rudp"
 	"github.com/edgemux/edgemux/protocols/websocket"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route/bus"
@@ -65,6 +66,8 @@ type Gateway struct {
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
 	priv    *private.Handler
+	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
+	rudp    *rudp.Handler // their datagram handler
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -147,7 +150,11 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.rt.Store(rt)
 	g.reg = registry.New(registrySize(cfg))
 	g.limits = newAdmission()
-	if err := g.buildPools(handlers, datagramHandlers(opt)); err != nil {
+	dgram, err := g.datagramHandlers(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.buildPools(handlers, dgram); err != nil {
 		return nil, err
 	}
 	g.metrics = newMetrics(g)
@@ -223,15 +230,45 @@ func (g *Gateway) Reload(cfg config.Config) error {
 	return errors.Join(ignored...)
 }
 
-// datagramHandlers are the datagram handlers by class name: none is built
-// in yet (the reliable UDP core and CoAP bring theirs), so only those of
-// opt.
-func datagramHandlers(opt Options) map[string]protocols.DatagramHandler {
-	hs := map[string]protocols.DatagramHandler{}
+// datagramHandlers are the datagram handlers by class name: the
+// reliable UDP core carrying the private protocol (rudp), and those of
+// opt, which add or replace.
+func (g *Gateway) datagramHandlers(opt Options) (map[string]protocols.DatagramHandler, error) {
+	rcfg, err := rudpConfig(g.cfg.RUDP)
+	if err != nil {
+		return nil, err
+	}
+	h, streams, err := rudp.NewStreamHandler(rcfg, g.priv, rudp.StreamOptions{MaxInput: g.cfg.Limits.MaxInput})
+	if err != nil {
+		return nil, err
+	}
+	g.rudp, g.streams = h, streams
+	hs := map[string]protocols.DatagramHandler{"rudp": h}
 	for name, h := range opt.DatagramHandlers {
 		hs[name] = h
 	}
-	return hs
+	return hs, nil
+}
+
+// rudpConfig is the rudp section as the core takes it, with the sealed
+// mode's keys read from key_file.
+func rudpConfig(c config.RUDP) (rudp.Config, error) {
+	rc := rudp.Config{
+		MaxDatagram: c.MaxDatagram, MaxMessage: c.MaxMessage, Window: c.Window,
+		SendQueue: c.SendQueue, DatagramQueue: c.DatagramQueue,
+		IdleTimeout: c.IdleTimeout, KeepAlive: c.KeepAlive, HandshakeTimeout: c.HandshakeTimeout,
+		MaxAckDelay: c.MaxAckDelay, InitialRTT: c.InitialRTT, MinRTO: c.MinRTO, MaxRTO: c.MaxRTO,
+		CookieLifetime: c.CookieLifetime, CookieRotation: c.CookieRotation,
+		MaxSessions: c.MaxSessions, MemoryBudget: c.MemoryBudget, PendingRetries: c.PendingRetries,
+	}
+	if c.KeyFile != "" {
+		keys, err := rudp.LoadKeys(c.KeyFile)
+		if err != nil {
+			return rudp.Config{}, fmt.Errorf("gateway: rudp.key_file: %w", err)
+		}
+		rc.Keys = keys
+	}
+	return rc, nil
 }
 
 // udpSockets are the loops' UDP sockets on the shared port.

@@ -85,6 +85,7 @@ func newStageBed(tb testing.TB, n int, sleeper route.Sleeper) *stageBed {
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Loops = 1
+	cfg.UDP.Enabled = false // the bed wires TCP only (the private pool would take rudp datagrams)
 	pc := cfg.Pools["private"]
 	pc.Workers = 1
 	cfg.Pools["private"] = pc

@@ -29,6 +29,7 @@ type Stats struct {
 	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
 	Modbus      map[string]uint64         `json:"modbus"`    // protocols/modbus counters
 	Private     map[string]uint64         `json:"private"`   // protocols/private counters
+	RUDP        map[string]uint64         `json:"rudp"`      // the reliable UDP core's sessions (edgemux_rudp_* in /metrics)
 	Stale       uint64                    `json:"stale_events"`
 	Forwarding  int64                     `json:"forwarding"`
 }
@@ -108,6 +109,16 @@ func (g *Gateway) Snapshot() Stats {
 	st.WebSocket = counterMap(g.ws.Stats().Counters())
 	st.Modbus = counterMap(g.mb.Stats().Counters())
 	st.Private = counterMap(g.priv.Stats().Counters())
+	// Sessions over the reliable UDP core have no registry slot: they
+	// show as their own protocol, all active.
+	ss, hs := g.streams.Stats(), g.rudp.Stats()
+	if ss.Open > 0 {
+		st.Connections["private/udp"] = map[string]int{"active": int(ss.Open)}
+	}
+	st.RUDP = map[string]uint64{
+		"sessions": uint64(max(ss.Open, 0)), "opened": ss.Opened, "retries": hs.Endpoints.Retries,
+		"bad_cookies": hs.Endpoints.BadCookies, "refused": hs.Endpoints.Refused, "malformed": hs.Endpoints.Malformed,
+	}
 	return st
 }
 

@@ -32,8 +32,11 @@ func TestUDPDatagramsClassified(t *testing.T) {
 		return metric(m, `edgemux_datagrams_total{class="coap"}`) == "3" &&
 			metric(m, `edgemux_datagrams_total{class="rudp"}`) == "1" &&
 			metric(m, `edgemux_datagrams_total{class="unknown"}`) == "1" &&
-			// No udp.routes by default: every one is dropped.
-			metric(m, `edgemux_datagram_drops_total{reason="unrouted"}`) == "5"
+			// By default only rudp is routed (to the private pool,
+			// whose endpoint counts this header-only one as
+			// malformed): the others are dropped.
+			metric(m, `edgemux_datagram_drops_total{reason="unrouted"}`) == "4" &&
+			metric(m, `edgemux_rudp_events_total{event="malformed"}`) == "1"
 	})
 }
 

@@ -58,7 +58,8 @@ const (
 // Notify must be called on the owning worker's goroutine.
 type Conn interface {
 	// ID is unique among open connections: the fd in the high 32 bits and
-	// the registry generation in the low 32.
+	// the registry generation in the low 32; for a session over the
+	// reliable UDP core, its random 64-bit session id.
 	ID() uint64
 	// Peer is the remote address, recorded at accept.
 	Peer() netip.AddrPort
