@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/rudp/lossy"
 )
 
 // socketOut is a DatagramOut on a real socket.
@@ -156,5 +158,63 @@ func TestStreamLargeWrites(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the echo differs from what was written")
+	}
+}
+
+// TestStreamThroughTheRelay: a Stream to an echoing server through the
+// lossy relay at 10 % loss each way, with jitter, reordering, duplication
+// and a port rebinding every 50 ms: 500 writes of up to 2.5 KB (several
+// fragments each) come back whole and in order.
+func TestStreamThroughTheRelay(t *testing.T) {
+	srv := startEchoServer(t, Config{})
+	listen, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := lossy.Impairment{Loss: 0.1, Delay: 5 * time.Millisecond, Jitter: 2 * time.Millisecond,
+		Reorder: 0.02, ReorderDelay: 10 * time.Millisecond, Duplicate: 0.02}
+	relay := lossy.NewRelay(listen, netip.MustParseAddrPort(srv.addr), lossy.Config{Seed: 3, Up: imp, Down: imp}, 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() { relay.Run(ctx); close(relayDone) }()
+	defer func() { cancel(); listen.Close(); <-relayDone; t.Log("relay: ", relay.Report()) }()
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer dcancel()
+	s, err := Dial(dctx, listen.LocalAddr().String(), Config{}, StreamDialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var want []byte
+	for i := range 500 {
+		want = append(want, fmt.Sprintf("message %05d ", i)...)
+		want = append(want, bytes.Repeat([]byte{byte(i)}, i*7%2500)...)
+	}
+	go func() {
+		for off := 0; off < len(want); {
+			n := min(len(want)-off, 1+off%3000)
+			if _, err := s.Write(want[off : off+n]); err != nil {
+				t.Error(err)
+				return
+			}
+			off += n
+		}
+	}()
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 8<<10)
+	s.SetReadDeadline(time.Now().Add(90 * time.Second))
+	for len(got) < len(want) {
+		n, err := s.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v", len(got), len(want), err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the echo differs from what was written")
+	}
+	if st := relay.Stats(); st.Up.Lost == 0 || st.Down.Lost == 0 {
+		t.Errorf("the relay lost nothing: %+v", st)
 	}
 }
