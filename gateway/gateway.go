@@ -68,6 +68,8 @@ type Gateway struct {
 	priv    *private.Handler
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
+
+	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker

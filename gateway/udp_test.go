@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
 	"strconv"
@@ -193,4 +194,41 @@ func TestUDPBatchAsConfigured(t *testing.T) {
 	if got, err := u.recv(); got != n || err != nil {
 		t.Fatalf("one recv took %d of the %d waiting datagrams (%v)", got, n, err)
 	}
+}
+
+// TestPortTakenForUDPTriesAnother: with listen port 0 the kernel picks a
+// port free for TCP that may be taken for UDP; the gateway lets go of
+// what it bound and tries another (here the first three binds fail as if
+// taken). It then serves TCP and UDP on one port, and after Close no fd
+// or goroutine of the failed attempts is left.
+func TestPortTakenForUDPTriesAnother(t *testing.T) {
+	fds, goroutines := baseline(t)
+	g, err := New(testConfig(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.udpBindFails = 3
+	done := make(chan error, 1)
+	go func() { done <- g.Run(context.Background()) }()
+	select {
+	case <-g.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	if g.udpBindFails != 0 {
+		t.Fatalf("%d failing binds left", g.udpBindFails)
+	}
+	dev := dialUDPDevice(t, g.Addr().String(), "after-retries")
+	if err := dev.Publish("retry/ok", []byte("1"), true); err != nil {
+		t.Fatal(err)
+	}
+	if body := httpGet(t, g, "/healthz"); body == "" {
+		t.Fatal("no /healthz over TCP")
+	}
+	dev.Close()
+	g.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	expectReleased(t, g, fds, goroutines)
 }
