@@ -25,6 +25,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return err
 	}
 	g.startWorkers()
+	g.up.Start()
 	g.admin.start()
 	g.wg.Add(1)
 	go g.publishStats(time.Second)
@@ -145,6 +146,7 @@ func (g *Gateway) stop() {
 		}
 		g.admin.close()
 		g.fwd.closeAll()
+		g.up.Close()
 	})
 }
 

@@ -23,6 +23,7 @@ type Line struct {
 	writes  []*request
 	reads   []*request
 	closed  bool
+	started bool
 	wake    chan struct{} // cap 1: something was queued or the line closed
 	quit    chan struct{}
 	stopped chan struct{}
@@ -74,7 +75,14 @@ func (l *Line) AddDevice(cfg DeviceConfig) *Device {
 func (l *Line) Devices() []*Device { return l.devices }
 
 // Start runs the line's goroutine.
-func (l *Line) Start() { go l.run() }
+func (l *Line) Start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started && !l.closed {
+		l.started = true
+		go l.run()
+	}
+}
 
 // Close fails every queued request with ErrClosed, waits for the one in
 // flight to finish and closes the port. Idempotent.
@@ -86,6 +94,9 @@ func (l *Line) Close() {
 		return
 	}
 	l.closed = true
+	if !l.started {
+		close(l.stopped)
+	}
 	queued := append(l.writes, l.reads...)
 	l.writes, l.reads = nil, nil
 	close(l.quit)
