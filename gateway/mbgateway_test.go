@@ -105,4 +105,21 @@ func TestModbusGatewayMode(t *testing.T) {
 	if st["forwarded"] < 7 || st["upstream_failed"] < 2 { // more while the RTU device started
 		t.Fatalf("modbus counters %v: want forwarded requests and two upstream failures", st)
 	}
+	devs := map[string]ModbusDevice{}
+	for _, d := range g.Snapshot().ModbusDevices {
+		devs[d.Name] = d
+	}
+	if d := devs["silent"]; d.Counts["timeouts"] != 1 || d.Counts["failed"] != 1 || d.Line != "bus" {
+		t.Errorf("silent device in /api/stats: %+v", d)
+	}
+	if d := devs["meter5"]; d.Counts["ok"] < 3 || d.RTTms <= 0 {
+		t.Errorf("RTU device in /api/stats: %+v", d)
+	}
+	m := httpGet(t, g, "/metrics")
+	if v := metric(m, `edgemux_modbus_device_total{device="silent",event="timeouts",line="bus"}`); v != "1" {
+		t.Errorf("silent device's timeouts in /metrics: %q, want 1", v)
+	}
+	if v := metric(m, `edgemux_modbus_device_total{device="plc1",event="ok",line="plc"}`); v != "1" {
+		t.Errorf("TCP device's answers in /metrics: %q, want 1", v)
+	}
 }
