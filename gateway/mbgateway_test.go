@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -101,6 +102,7 @@ func TestModbusGatewayMode(t *testing.T) {
 	wantException(12, 5000, 0x02) // the device's own exception: past its registers
 	wantException(1, 0, 0x0B)     // the register map's own unit: local/x never published
 	wantException(2, 0, 0x0A)     // neither the map's unit nor a device's
+	pipelinedInOrder(t, addr)
 	st := g.Snapshot().Modbus
 	if st["forwarded"] < 7 || st["upstream_failed"] < 2 { // more while the RTU device started
 		t.Fatalf("modbus counters %v: want forwarded requests and two upstream failures", st)
@@ -119,7 +121,39 @@ func TestModbusGatewayMode(t *testing.T) {
 	if v := metric(m, `edgemux_modbus_device_total{device="silent",event="timeouts",line="bus"}`); v != "1" {
 		t.Errorf("silent device's timeouts in /metrics: %q, want 1", v)
 	}
-	if v := metric(m, `edgemux_modbus_device_total{device="plc1",event="ok",line="plc"}`); v != "1" {
-		t.Errorf("TCP device's answers in /metrics: %q, want 1", v)
+	if v := metric(m, `edgemux_modbus_device_total{device="plc1",event="ok",line="plc"}`); v != "2" {
+		t.Errorf("TCP device's answers in /metrics: %q, want 2 (mbpoll, the pipelined read)", v)
+	}
+}
+
+// pipelinedInOrder sends, in one write, a request for the upstream device
+// (unit 11) and then one for the register map (unit 1, answered at once):
+// the answers must come back in request order, transaction ids 1 then 2.
+func pipelinedInOrder(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(rbIOTimeout))
+	reqs := []byte{0, 1, 0, 0, 0, 6, 11, 3, 0, 0, 0, 1, 0, 2, 0, 0, 0, 6, 1, 3, 0, 0, 0, 1}
+	if _, err := c.Write(reqs); err != nil {
+		t.Fatal(err)
+	}
+	var tids []int
+	for range 2 {
+		var h [7]byte
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			t.Fatal(err)
+		}
+		rest := make([]byte, int(h[5])-1)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			t.Fatal(err)
+		}
+		tids = append(tids, int(h[1]))
+	}
+	if tids[0] != 1 || tids[1] != 2 {
+		t.Fatalf("answers in order %v, want [1 2]", tids)
 	}
 }

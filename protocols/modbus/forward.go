@@ -16,9 +16,10 @@ import (
 // too) wait behind it in the session's queue.
 
 // maxPending is how many requests of one master may wait for upstream
-// answers; past it the session stops reading (its input waits in the
-// worker's buffer, up to limits.max_input).
-const maxPending = 16
+// answers; past it a forwarded request is answered 0x0A at once (in its
+// turn). Stopping to read instead would stall: the worker offers the
+// unread input again only when more arrives.
+const maxPending = 64
 
 // pending is one response owed to the master, in request order.
 type pending struct {
@@ -38,6 +39,11 @@ func (s *session) forward(dev *upstream.Device, adu ADU) {
 		p.fc = adu.PDU[0]
 	}
 	s.queue = append(s.queue, p)
+	if len(s.queue) > maxPending {
+		p.result = upstream.Result{Err: upstream.ErrQueueFull}
+		p.done.Store(true)
+		return
+	}
 	s.h.n.forwarded.Add(1)
 	conn := s.conn
 	dev.Submit(adu.PDU, func(r upstream.Result) {

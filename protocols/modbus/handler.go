@@ -154,9 +154,6 @@ func (s *session) answerAll(in []byte) (int, error) {
 			break
 		}
 		if dev := h.up.ForGatewayUnit(adu.Unit); dev != nil {
-			if len(s.queue) >= maxPending {
-				break // read the rest once answers come back
-			}
 			s.forward(dev, adu)
 		} else if len(s.queue) > 0 {
 			// Behind a forwarded request: wait for its turn.
