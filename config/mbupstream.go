@@ -39,6 +39,7 @@ type ModbusDevice struct {
 	ConnectDelay time.Duration `yaml:"connect_delay"` // after connecting, before the first request
 	DemoteAfter  int           `yaml:"demote_after"`  // failed requests in a row that demote it
 	ProbeEvery   time.Duration `yaml:"probe_every"`   // a demoted device gets one request this often
+	Poll         ModbusPoll    `yaml:"poll"`          // its tags polled (mbpoll.go); none by default
 }
 
 // Upstream limits.
@@ -103,6 +104,7 @@ func (v *validator) checkModbusUpstream() {
 				v.fail(at+"."+key, "must be between 0s (the default) and 1h, not %v", dur)
 			}
 		}
+		v.checkModbusPoll(at+".poll", d)
 	}
 }
 
