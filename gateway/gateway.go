@@ -25,6 +25,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/protocols/modbus"
+	"github.com/edgemux/edgemux/protocols/modbus/poll"
 	"github.com/edgemux/edgemux/protocols/modbus/upstream"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
@@ -67,6 +68,7 @@ type Gateway struct {
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
 	up      *upstream.Set // Modbus devices edgemux is the master of (started by Run)
+	poller  *poll.Poller  // their tags polled to the bus (started by Run, stopped before up closes)
 	priv    *private.Handler
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
@@ -137,6 +139,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
 	g.up = upstream.Build(cfg.Modbus.Upstream, log.With("component", "modbus-upstream"))
 	g.mb.SetUpstream(g.up)
+	g.poller = poll.New(pollDevices(cfg.Modbus.Upstream, g.up), g.bus, log.With("component", "modbus-poll"))
 	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
 	handlers := map[string]protocols.Handler{
 		"private":    g.priv,

@@ -26,6 +26,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.startWorkers()
 	g.up.Start()
+	g.poller.Start()
 	g.admin.start()
 	g.wg.Add(1)
 	go g.publishStats(time.Second)
@@ -146,6 +147,7 @@ func (g *Gateway) stop() {
 		}
 		g.admin.close()
 		g.fwd.closeAll()
+		g.poller.Close()
 		g.up.Close()
 	})
 }
