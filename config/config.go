@@ -101,6 +101,8 @@ type Modbus struct {
 	MaxAge  time.Duration `yaml:"max_age"`  // a tag value older than this is stale; 0 = values never go stale
 	NoValue string        `yaml:"no_value"` // a read of a tag never published or stale: exception (0x0B) | zero
 	Tags    []ModbusTag   `yaml:"tags"`     // the register map
+
+	Upstream ModbusUpstream `yaml:"upstream"` // devices edgemux is the master of (mbupstream.go)
 }
 
 // ModbusTag is one bus topic seen as Modbus data.

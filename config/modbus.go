@@ -38,6 +38,7 @@ func (v *validator) checkModbus() {
 			v.fail("modbus.unit_ids["+strconv.Itoa(i)+"]", "must be between 0 and 255, not %d", id)
 		}
 	}
+	v.checkModbusUpstream()
 	if len(m.Tags) > maxModbusTags {
 		v.fail("modbus.tags", "at most %d tags, not %d", maxModbusTags, len(m.Tags))
 		return

@@ -25,6 +25,8 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/protocols/modbus"
+	"github.com/edgemux/edgemux/protocols/modbus/poll"
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
 	"github.com/edgemux/edgemux/protocols/rudp"
@@ -65,6 +67,8 @@ type Gateway struct {
 	book    *quarantine.Book
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
+	up      *upstream.Set // Modbus devices edgemux is the master of (started by Run)
+	poller  *poll.Poller  // their tags polled to the bus (started by Run, stopped before up closes)
 	priv    *private.Handler
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
@@ -135,6 +139,9 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
 	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
 	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
+	g.up = upstream.Build(cfg.Modbus.Upstream, log.With("component", "modbus-upstream"))
+	g.mb.SetUpstream(g.up)
+	g.poller = poll.New(pollDevices(cfg.Modbus.Upstream, g.up), g.bus, log.With("component", "modbus-poll"))
 	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
 	handlers := map[string]protocols.Handler{
 		"private":    g.priv,

@@ -25,6 +25,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return err
 	}
 	g.startWorkers()
+	g.up.Start()
+	g.poller.Start()
 	g.admin.start()
 	g.wg.Add(1)
 	go g.publishStats(time.Second)
@@ -145,6 +147,8 @@ func (g *Gateway) stop() {
 		}
 		g.admin.close()
 		g.fwd.closeAll()
+		g.poller.Close()
+		g.up.Close()
 	})
 }
 

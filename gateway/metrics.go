@@ -130,7 +130,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted} {
 		ch <- d
 	}
 }
@@ -167,6 +167,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	collectBus(ch, g)
 	collectCounters(ch, descWebSocket, g.ws.Stats().Counters())
 	collectCounters(ch, descModbus, g.mb.Stats().Counters())
+	collectModbusDevices(ch, g)
 	collectCounters(ch, descPrivate, g.priv.Stats().Counters())
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))

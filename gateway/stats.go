@@ -17,21 +17,22 @@ const StatsTopic = "$SYS/edgemux/stats"
 
 // Stats is the gateway's state at one moment, as JSON.
 type Stats struct {
-	Time        int64                     `json:"ts"` // unix ms
-	Uptime      int64                     `json:"uptime_s"`
-	Open        int                       `json:"open"`
-	Sniffing    int                       `json:"sniffing"`
-	Connections map[string]map[string]int `json:"connections"` // protocol -> state -> count
-	Classified  map[string]uint64         `json:"classified"`  // "protocol action" -> count
-	Quarantine  QuarantineStats           `json:"quarantine"`
-	Workers     []WorkerStats             `json:"workers"`
-	Bus         map[string]uint64         `json:"bus"`
-	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
-	Modbus      map[string]uint64         `json:"modbus"`    // protocols/modbus counters
-	Private     map[string]uint64         `json:"private"`   // protocols/private counters
-	RUDP        map[string]uint64         `json:"rudp"`      // the reliable UDP core's sessions (edgemux_rudp_* in /metrics)
-	Stale       uint64                    `json:"stale_events"`
-	Forwarding  int64                     `json:"forwarding"`
+	Time          int64                     `json:"ts"` // unix ms
+	Uptime        int64                     `json:"uptime_s"`
+	Open          int                       `json:"open"`
+	Sniffing      int                       `json:"sniffing"`
+	Connections   map[string]map[string]int `json:"connections"` // protocol -> state -> count
+	Classified    map[string]uint64         `json:"classified"`  // "protocol action" -> count
+	Quarantine    QuarantineStats           `json:"quarantine"`
+	Workers       []WorkerStats             `json:"workers"`
+	Bus           map[string]uint64         `json:"bus"`
+	WebSocket     map[string]uint64         `json:"websocket"`      // protocols/websocket counters
+	Modbus        map[string]uint64         `json:"modbus"`         // protocols/modbus counters
+	ModbusDevices []ModbusDevice            `json:"modbus_devices"` // upstream devices' health (mbdevices.go)
+	Private       map[string]uint64         `json:"private"`        // protocols/private counters
+	RUDP          map[string]uint64         `json:"rudp"`           // the reliable UDP core's sessions (edgemux_rudp_* in /metrics)
+	Stale         uint64                    `json:"stale_events"`
+	Forwarding    int64                     `json:"forwarding"`
 }
 
 // QuarantineStats summarises the quarantine book.
@@ -108,6 +109,7 @@ func (g *Gateway) Snapshot() Stats {
 	}
 	st.WebSocket = counterMap(g.ws.Stats().Counters())
 	st.Modbus = counterMap(g.mb.Stats().Counters())
+	st.ModbusDevices = g.modbusDevices()
 	st.Private = counterMap(g.priv.Stats().Counters())
 	// Sessions over the reliable UDP core have no registry slot: they
 	// show as their own protocol, all active.

@@ -9,7 +9,7 @@ var _ protocols.Drainer = (*session)(nil)
 // once, and one whose request has partly arrived gets its answer when the
 // rest comes (within the drain's grace), then the connection closes.
 func (s *session) Drain() error {
-	if !s.partial {
+	if !s.partial && len(s.queue) == 0 {
 		return protocols.ErrShutdown
 	}
 	s.draining = true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
 	"github.com/edgemux/edgemux/route/bus"
 )
 
@@ -20,6 +21,10 @@ type Stats struct {
 	Exceptions uint64 // requests answered with an exception
 	Published  uint64 // bus values written by masters
 	Malformed  uint64 // connections closed for a broken MBAP header
+	Forwarded  uint64 // requests sent to upstream devices (gateway mode)
+	// UpstreamFailed counts forwarded requests answered with 0x0A, 0x0B
+	// or 0x01 because the device could not be asked or did not answer.
+	UpstreamFailed uint64
 }
 
 // Counters lists the Stats fields under snake_case names, in a fixed order.
@@ -27,11 +32,13 @@ func (st Stats) Counters() []protocols.Counter {
 	return []protocols.Counter{
 		{Name: "sessions", N: st.Sessions}, {Name: "requests", N: st.Requests}, {Name: "reads", N: st.Reads}, {Name: "writes", N: st.Writes},
 		{Name: "exceptions", N: st.Exceptions}, {Name: "published", N: st.Published}, {Name: "malformed", N: st.Malformed},
+		{Name: "forwarded", N: st.Forwarded}, {Name: "upstream_failed", N: st.UpstreamFailed},
 	}
 }
 
 type counters struct {
 	sessions, requests, reads, writes, exceptions, published, malformed atomic.Uint64
+	forwarded, upstreamFailed                                           atomic.Uint64
 }
 
 // Handler serves Modbus TCP masters for the workers of one pool. It is
@@ -44,6 +51,7 @@ type Handler struct {
 	set atomic.Pointer[settings] // swapped by Reload
 	out protocols.Scratch[byte]  // response buffers, held during one call
 	n   counters
+	up  *upstream.Set // gateway mode: devices by gateway unit id; set before serving
 }
 
 // settings are what Reload swaps.
@@ -90,8 +98,13 @@ func (h *Handler) Stats() Stats {
 	return Stats{
 		Sessions: n.sessions.Load(), Requests: n.requests.Load(), Reads: n.reads.Load(), Writes: n.writes.Load(),
 		Exceptions: n.exceptions.Load(), Published: n.published.Load(), Malformed: n.malformed.Load(),
+		Forwarded: n.forwarded.Load(), UpstreamFailed: n.upstreamFailed.Load(),
 	}
 }
+
+// SetUpstream turns gateway mode on: requests for the gateway unit ids of
+// set's devices go to them. Call it before the handler serves.
+func (h *Handler) SetUpstream(set *upstream.Set) { h.up = set }
 
 // Open starts a session.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
@@ -103,9 +116,10 @@ func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 type session struct {
 	h        *Handler
 	conn     protocols.Conn
-	quota    bus.Quota // new topics its writes added to the cache (tags are reserved by the gateway: none)
-	partial  bool      // the last input ended inside a request
-	draining bool      // the gateway drains: close once no request is in flight
+	quota    bus.Quota  // new topics its writes added to the cache (tags are reserved by the gateway: none)
+	partial  bool       // the last input ended inside a request
+	draining bool       // the gateway drains: close once no request is in flight
+	queue    []*pending // responses owed in order while a forwarded one is outstanding (forward.go)
 }
 
 // Data answers every whole request in the input, then, while the gateway
@@ -113,7 +127,7 @@ type session struct {
 func (s *session) Data(in []byte) (int, error) {
 	n, err := s.answerAll(in)
 	s.partial = n < len(in)
-	if err == nil && s.draining && !s.partial {
+	if err == nil && s.draining && !s.partial && len(s.queue) == 0 {
 		err = protocols.ErrShutdown
 	}
 	return n, err
@@ -139,20 +153,39 @@ func (s *session) answerAll(in []byte) (int, error) {
 		if k == 0 {
 			break
 		}
-		out = h.serve(out, adu, &s.quota)
+		if dev := h.up.ForGatewayUnit(adu.Unit); dev != nil {
+			s.forward(dev, adu)
+		} else if len(s.queue) > 0 {
+			// Behind a forwarded request: wait for its turn.
+			q := &pending{out: h.serve(nil, adu, &s.quota)}
+			q.done.Store(true)
+			s.queue = append(s.queue, q)
+		} else {
+			out = h.serve(out, adu, &s.quota)
+		}
 		n += k
 	}
 	*p = out
-	if len(out) == 0 {
-		return n, broken
+	if len(out) > 0 {
+		if err := s.write(out); err != nil {
+			return n, err
+		}
 	}
+	if err := s.flush(); err != nil {
+		return n, err
+	}
+	return n, broken
+}
+
+// write sends responses, naming a master that does not read them.
+func (s *session) write(out []byte) error {
 	if err := s.conn.Write(out); err != nil {
 		if errors.Is(err, protocols.ErrBackpressure) {
 			err = fmt.Errorf("modbus: master does not read its responses: %w", err)
 		}
-		return n, err
+		return err
 	}
-	return n, broken
+	return nil
 }
 
 // Closed has nothing to release.

@@ -12,8 +12,10 @@
 // the connection. The session runs on the worker that owns the connection,
 // with no goroutine of its own, and answers pipelined requests in order.
 //
-// Not here yet: the gateway to upstream devices by unit id (TCP and RTU
-// via goburrow/modbus), the poller, and the probe for dial-in devices.
+// Gateway mode (forward.go): a request for a unit id that
+// modbus.upstream maps to a device goes to that device through
+// protocols/modbus/upstream and its answer comes back in request order.
+// Not here yet: the poller and the probe for dial-in devices.
 package modbus
 
 import "errors"

@@ -1,0 +1,176 @@
+package poll
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
+)
+
+// Publisher is where samples go: the bus (*bus.Bus).
+type Publisher interface {
+	Publish(topic string, payload []byte, src string) error
+}
+
+// Source is the bus src of the poller's messages.
+const Source = "modbus-poll"
+
+// PolledTag is a tag and how it is published.
+type PolledTag struct {
+	Tag
+	Deadband float64 // on change: a good value within this of the last published one is not published
+}
+
+// Device is one upstream device's polling.
+type Device struct {
+	Dev      *upstream.Device
+	Interval time.Duration // between the starts of two polls (default 1s)
+	Limits   Limits
+	OnChange bool // publish a tag when it changes (quality, or value beyond its deadband), not every poll
+	Tags     []PolledTag
+}
+
+// Stats counts a device's polling since Start.
+type Stats struct {
+	Device    string
+	Polls     uint64 // poll cycles finished
+	Reads     uint64 // read requests sent (each coalesced read once)
+	Failed    uint64 // reads without an answer (timeout, demoted, line down)
+	Refused   uint64 // reads answered with an exception
+	Published uint64 // samples the bus took
+	Dropped   uint64 // samples the bus refused
+}
+
+// Poller polls devices, one goroutine each; the devices' lines keep one
+// request in flight, so devices on one line take turns there.
+type Poller struct {
+	pub  Publisher
+	log  *slog.Logger
+	devs []*polled
+	stop context.CancelFunc
+	ctx  context.Context
+	wg   sync.WaitGroup
+}
+
+type polled struct {
+	Device
+	reads                                              []Read
+	state                                              []tagState
+	buf                                                []byte
+	polls, nreads, failed, refused, published, dropped atomic.Uint64
+}
+
+// New plans every device's reads; nothing runs until Start.
+func New(devs []Device, pub Publisher, log *slog.Logger) *Poller {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Poller{pub: pub, log: log}
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	for _, d := range devs {
+		if d.Interval <= 0 {
+			d.Interval = time.Second
+		}
+		tags := make([]Tag, len(d.Tags))
+		for i, t := range d.Tags {
+			tags[i] = t.Tag
+		}
+		p.devs = append(p.devs, &polled{Device: d, reads: Plan(tags, d.Limits), state: make([]tagState, len(d.Tags))})
+	}
+	return p
+}
+
+// Start starts polling every device.
+func (p *Poller) Start() {
+	for _, d := range p.devs {
+		p.wg.Add(1)
+		go p.run(d)
+	}
+}
+
+// Close stops polling and waits for each device's poll in flight.
+func (p *Poller) Close() {
+	p.stop()
+	p.wg.Wait()
+}
+
+// Stats snapshots every device's counters, in configuration order.
+func (p *Poller) Stats() []Stats {
+	out := make([]Stats, 0, len(p.devs))
+	for _, d := range p.devs {
+		out = append(out, Stats{Device: d.Dev.Name(), Polls: d.polls.Load(), Reads: d.nreads.Load(), Failed: d.failed.Load(),
+			Refused: d.refused.Load(), Published: d.published.Load(), Dropped: d.dropped.Load()})
+	}
+	return out
+}
+
+func (p *Poller) run(d *polled) {
+	defer p.wg.Done()
+	tick := time.NewTicker(d.Interval)
+	defer tick.Stop()
+	for {
+		p.poll(d)
+		select {
+		case <-tick.C:
+		case <-p.ctx.Done():
+			return
+		}
+	}
+}
+
+// poll runs one cycle: every planned read, each tag published from its
+// read's answer with the time that answer came.
+func (p *Poller) poll(d *polled) {
+	for _, r := range d.reads {
+		res := d.Dev.Do(p.ctx, r.PDU())
+		if p.ctx.Err() != nil {
+			return
+		}
+		d.nreads.Add(1)
+		now := time.Now()
+		why, refused := "", false
+		switch {
+		case res.Err != nil:
+			why = res.Err.Error()
+			d.failed.Add(1)
+		case len(res.PDU) >= 2 && res.PDU[0]&0x80 != 0:
+			why, refused = fmt.Sprintf("exception %#02x", res.PDU[1]), true
+			d.refused.Add(1)
+		case len(res.PDU) < 2:
+			why, refused = "short response", true
+			d.refused.Add(1)
+		}
+		for _, i := range r.Tags {
+			var v Value
+			if why == "" {
+				var err error
+				// CheckResponse matched the byte count to the request,
+				// so the data covers the read.
+				if v, err = Decode(d.Tags[i].Tag, r.Start, res.PDU[2:]); err != nil {
+					p.emit(d, i, d.state[i].next(v, now, err.Error(), true))
+					continue
+				}
+			}
+			p.emit(d, i, d.state[i].next(v, now, why, refused))
+		}
+	}
+	d.polls.Add(1)
+}
+
+func (p *Poller) emit(d *polled, i int, s Sample) {
+	t := &d.Tags[i]
+	if !d.state[i].publish(s, d.OnChange, t.Deadband) {
+		return
+	}
+	d.buf = s.AppendPayload(d.buf[:0])
+	if err := p.pub.Publish(t.Topic, d.buf, Source); err != nil {
+		d.dropped.Add(1)
+		p.log.Debug("poll: publish refused", "topic", t.Topic, "err", err)
+		return
+	}
+	d.published.Add(1)
+}

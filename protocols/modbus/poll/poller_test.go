@@ -1,0 +1,160 @@
+package poll
+
+import (
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
+	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+type payload struct {
+	V   any    `json:"v"`
+	Q   string `json:"q"`
+	TS  int64  `json:"ts"`
+	Err string `json:"err"`
+}
+
+func lastPayload(t *testing.T, b *bus.Bus, topic string) (payload, bool) {
+	t.Helper()
+	m, ok := b.Get(topic)
+	if !ok {
+		return payload{}, false
+	}
+	var p payload
+	if err := json.Unmarshal(m.Payload, &p); err != nil {
+		t.Fatalf("%s: %q: %v", topic, m.Payload, err)
+	}
+	return p, true
+}
+
+func startPoller(t *testing.T, devs []Device, b *bus.Bus) *Poller {
+	t.Helper()
+	p := New(devs, b, nil)
+	p.Start()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestPollPymodbus: pymodbus over TCP (holding i = 1000+i, input i =
+// 2000+i, coil i = i%2); seven tags in three tables are read with three
+// requests per poll (two holding tags a register apart bridged by
+// max_gap), decoded and published good with the poll's timestamp.
+func TestPollPymodbus(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second, Retries: 2})
+	line.Start()
+	t.Cleanup(line.Close)
+	b := bus.New(bus.Options{})
+	tag := func(topic string, tb Table, addr int, typ Type) PolledTag {
+		return PolledTag{Tag: Tag{Topic: topic, Table: tb, Address: addr, Type: typ}}
+	}
+	scaled := tag("p/in5", Input, 5, I16)
+	scaled.Scale, scaled.Offset = 0.5, -1
+	bit := tag("p/bit", Holding, 3, Bool)
+	bit.Bit = 0 // 1003 is odd
+	tags := []PolledTag{tag("p/h0", Holding, 0, U16), tag("p/h1", Holding, 1, U32), bit, tag("p/h5", Holding, 5, U16),
+		scaled, tag("p/c3", Coil, 3, Bool), tag("p/c4", Coil, 4, Bool)}
+	before := time.Now().UnixMilli()
+	p := startPoller(t, []Device{{Dev: dev, Interval: 50 * time.Millisecond, Limits: Limits{MaxGap: 1}, Tags: tags}}, b)
+	upstreamtest.Wait(t, "two polls", func() bool { return p.Stats()[0].Polls >= 2 })
+	want := map[string]any{"p/h0": 1000.0, "p/h1": float64(1001<<16 | 1002), "p/bit": true, "p/h5": 1005.0,
+		"p/in5": 2005*0.5 - 1, "p/c3": true, "p/c4": false}
+	for topic, v := range want {
+		got, ok := lastPayload(t, b, topic)
+		if !ok || got.Q != "good" || got.V != v || got.TS < before || got.TS > time.Now().UnixMilli() {
+			t.Errorf("%s: got %+v (cached %v), want %v, good, ts from %d", topic, got, ok, v, before)
+		}
+	}
+	p.Close()
+	st := p.Stats()[0]
+	if st.Reads != 3*st.Polls || st.Failed != 0 || st.Refused != 0 || st.Published != 7*st.Polls {
+		t.Fatalf("stats %+v: want 3 reads and 7 samples a poll, no failures", st)
+	}
+	if h := dev.Health(); h.Requests != st.Reads {
+		t.Fatalf("device saw %d requests, the poller sent %d", h.Requests, st.Reads)
+	}
+}
+
+// TestPollRefusedAndDown: a tag past pymodbus's registers is refused
+// with its exception (bad, v null, never a zero), and a device on a line
+// that cannot connect is bad too; on change, each is published once.
+func TestPollRefusedAndDown(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second, Retries: 2})
+	line.Start()
+	t.Cleanup(line.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now
+	deadLine := upstream.NewLine(upstream.LineConfig{Name: "dead", Kind: upstream.KindTCP, Address: dead}, nil)
+	deadDev := deadLine.AddDevice(upstream.DeviceConfig{Name: "gone", Unit: 1, Timeout: 200 * time.Millisecond})
+	deadLine.Start()
+	t.Cleanup(deadLine.Close)
+	b := bus.New(bus.Options{})
+	p := startPoller(t, []Device{
+		{Dev: dev, Interval: 20 * time.Millisecond, OnChange: true, Tags: []PolledTag{{Tag: Tag{Topic: "r/far", Table: Holding, Address: 5000, Type: U16}}}},
+		{Dev: deadDev, Interval: 20 * time.Millisecond, OnChange: true, Tags: []PolledTag{{Tag: Tag{Topic: "r/dead", Table: Holding, Type: U16}}}},
+	}, b)
+	upstreamtest.Wait(t, "five polls each", func() bool { s := p.Stats(); return s[0].Polls >= 5 && s[1].Polls >= 5 })
+	for _, topic := range []string{"r/far", "r/dead"} {
+		got, ok := lastPayload(t, b, topic)
+		if !ok || got.Q != "bad" || got.V != nil || got.Err == "" {
+			t.Errorf("%s: got %+v, want bad with v null and an error", topic, got)
+		}
+	}
+	p.Close()
+	st := p.Stats()
+	if st[0].Refused != st[0].Reads || st[0].Published != 1 || st[1].Failed != st[1].Reads || st[1].Published != 1 {
+		t.Fatalf("stats %+v: want every read refused or failed, one sample each on change", st)
+	}
+}
+
+// TestPublishDecision: on change, a value within the deadband is not
+// published, one beyond it is; a failed poll after good ones is stale
+// (the last value and its time) once, then good again when read; every
+// poll publishes everything.
+func TestPublishDecision(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	num := func(f float64) Value { return Value{Kind: KindFloat, F: f} }
+	type step struct {
+		v    float64
+		why  string
+		want Quality // 0: not published
+	}
+	steps := []step{{10, "", Good}, {10.4, "", 0}, {10.6, "", Good}, {0, "timeout", Stale}, {0, "timeout", 0},
+		{10.6, "", Good}, {10.6, "", 0}}
+	var s tagState
+	for i, st := range steps {
+		now := t0.Add(time.Duration(i) * time.Second)
+		sample := s.next(num(st.v), now, st.why, false)
+		got := Quality(0)
+		if s.publish(sample, true, 0.5) {
+			got = sample.Q
+		}
+		if got != st.want {
+			t.Fatalf("step %d %+v: published %v, want %v", i, st, got, st.want)
+		}
+		if sample.Q == Stale && (sample.V != num(10.6) || !sample.TS.Equal(t0.Add(2*time.Second))) {
+			t.Fatalf("stale sample %+v: want the last good value and its time", sample)
+		}
+	}
+	var every tagState
+	for range 3 {
+		if !every.publish(every.next(num(1), t0, "", false), false, 0) {
+			t.Fatal("every poll: a poll not published")
+		}
+	}
+	refused := s.next(Value{}, t0, "exception 0x02", true)
+	if refused.Q != Bad || string(refused.AppendPayload(nil)) != `{"v":null,"q":"bad","ts":1000000,"err":"exception 0x02"}` {
+		t.Fatalf("refused: %s", refused.AppendPayload(nil))
+	}
+}
