@@ -74,14 +74,14 @@ type Gateway struct {
 	rudp    *rudp.Handler // their datagram handler
 
 	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
-	pools   []*pool
-	byPool  map[string]*pool
-	workers []*worker
-	loops   []*loop
-	limits  *admission
-	metrics *metrics
-	admin   *admin
-	fwd     *forwarder
+	pools        []*pool
+	byPool       map[string]*pool
+	workers      []*worker
+	loops        []*loop
+	limits       *admission
+	metrics      *metrics
+	admin        *admin
+	fwd          *forwarder
 
 	// The UDP side: the loops' sockets (set once by Run, before the admin
 	// endpoints start) and the datagram counters.
