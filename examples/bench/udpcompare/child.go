@@ -3,8 +3,9 @@ package main
 // The server side of the idle and echo rows runs in a child process (this
 // program again, told so by UDPCOMPARE_CHILD), so its memory and CPU time
 // are the server's alone, not the clients'. It prints its address, then
-// answers commands on stdin with one JSON line each: "mem" (after two
-// forced collections), "stats", "quit".
+// answers commands on stdin with one JSON line each: "mem" (after a
+// forced collection that also returns freed pages to the OS), "stats",
+// "heapprofile", "quit".
 
 import (
 	"bufio"
@@ -15,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +31,7 @@ type childStats struct {
 	Msgs       int64  // messages the application received
 	Sessions   int64  // open, as the stack told the application
 	Heap       uint64 // Go heap in use (HeapInuse), bytes
+	Live       uint64 // of which live objects (HeapAlloc), bytes
 	Stacks     uint64 // goroutine stacks (StackInuse), bytes
 	RSS        uint64 // VmRSS, bytes
 	CPU        int64  // user + system time, ns
@@ -67,9 +71,18 @@ func runChild(name string, echo bool) error {
 		switch in.Text() {
 		case "mem":
 			runtime.GC()
-			runtime.GC()
+			debug.FreeOSMemory() // a collection, and freed pages back to the OS: RSS is what is held
 			out.Encode(measure(app))
 		case "stats":
+			out.Encode(measure(app))
+		case "heapprofile":
+			// UDPCOMPARE_HEAPPROFILE names a file for a heap profile.
+			if path := os.Getenv("UDPCOMPARE_HEAPPROFILE"); path != "" {
+				if f, err := os.Create(path); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
 			out.Encode(measure(app))
 		case "quit":
 			return nil
@@ -81,7 +94,7 @@ func runChild(name string, echo bool) error {
 func measure(app *serverApp) childStats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return childStats{Msgs: app.msgs.Load(), Sessions: app.sessions(), Heap: ms.HeapInuse, Stacks: ms.StackInuse,
+	return childStats{Msgs: app.msgs.Load(), Sessions: app.sessions(), Heap: ms.HeapInuse, Live: ms.HeapAlloc, Stacks: ms.StackInuse,
 		RSS: rss(), CPU: cpuTime(), Goroutines: runtime.NumGoroutine()}
 }
 

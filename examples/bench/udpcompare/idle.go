@@ -6,7 +6,8 @@ package main
 // server's memory per session is the growth from before the first
 // session to after the last message and a few quiet seconds (Go heap in
 // use plus goroutine stacks, and RSS); its idle CPU is its CPU time over
-// an idle window, as a share of one core.
+// an idle window, as a share of one core, next to the same before any
+// session opened (what the server's own timers cost).
 
 import (
 	"context"
@@ -30,6 +31,7 @@ type idleResult struct {
 	setupTime        time.Duration
 	base, mem, after childStats
 	cpuIdle          float64 // share of a core
+	cpuEmpty         float64 // the same before any session: the server's own timers
 }
 
 func (r idleResult) heapPerSession() float64 {
@@ -49,6 +51,13 @@ func runIdle(st stack, cfg idleConfig) (idleResult, error) {
 	if res.base, err = ch.ask("mem"); err != nil {
 		return res, err
 	}
+	empty := cfg.idle / 3
+	time.Sleep(empty)
+	s, err := ch.ask("stats")
+	if err != nil {
+		return res, err
+	}
+	res.cpuEmpty = float64(s.CPU-res.base.CPU) / float64(empty)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.setup)
 	defer cancel()
@@ -71,6 +80,9 @@ func runIdle(st stack, cfg idleConfig) (idleResult, error) {
 	res.setupTime = time.Since(start)
 	time.Sleep(cfg.settle)
 	if res.mem, err = ch.ask("mem"); err != nil {
+		return res, err
+	}
+	if _, err := ch.ask("heapprofile"); err != nil {
 		return res, err
 	}
 	before, err := ch.ask("stats")

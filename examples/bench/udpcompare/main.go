@@ -65,7 +65,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.idlePeers, "idle-peers", 10000, "idle sessions for kcp-go and quic-go")
 	fs.IntVar(&o.idle.sockets, "idle-sockets", 16, "client sockets the idle sessions share")
 	fs.DurationVar(&o.idle.idle, "idle-for", 10*time.Second, "idle CPU window")
-	fs.DurationVar(&o.idle.settle, "settle", 3*time.Second, "quiet before measuring idle memory")
+	fs.DurationVar(&o.idle.settle, "settle", 12*time.Second, "quiet before measuring idle memory (past one 10 s keepalive)")
 	fs.DurationVar(&o.idle.setup, "idle-setup", 5*time.Minute, "at most, to open the idle sessions")
 	fs.IntVar(&o.echo.sessions, "echo-sessions", 50, "echo sessions")
 	fs.IntVar(&o.echo.window, "echo-window", 4, "echo messages in flight per session")

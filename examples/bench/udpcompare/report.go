@@ -105,24 +105,29 @@ func telemetryLines(rs []telemetryResult) []line {
 
 func idleLines(rs []idleResult) []line {
 	n := len(rs)
-	asked, held, setup, heap, rssv, cpu, gor := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	asked, held, setup, heap, rssv, cpu, empty, gor := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	per10k := make([]float64, n)
 	for i, r := range rs {
 		if r.asked == 0 {
-			asked[i], held[i], setup[i], heap[i], rssv[i], cpu[i], gor[i] = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			asked[i], held[i], setup[i], heap[i], rssv[i], cpu[i], empty[i], gor[i] = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			per10k[i] = math.NaN()
 			continue
 		}
 		asked[i], held[i], setup[i] = float64(r.asked), float64(r.held), r.setupTime.Seconds()
 		heap[i], rssv[i] = r.heapPerSession(), r.rssPerSession()
-		cpu[i] = 100 * r.cpuIdle
+		cpu[i], empty[i] = 100*r.cpuIdle, 100*r.cpuEmpty
+		per10k[i] = 100 * r.cpuIdle * 10000 / float64(max(r.held, 1))
 		gor[i] = float64(r.after.Goroutines)
 	}
 	return []line{
 		{what: "sessions asked for", values: asked, format: "%.0f"},
-		{what: "sessions held (server's count)", values: held, format: "%.0f", judge: true},
+		{what: "sessions held (server's count)", values: held, format: "%.0f"},
 		{what: "setup: open + 1 message each (s)", values: setup, format: "%.1f"},
 		{what: "heap+stacks B / session", values: heap, format: "%.0f", lower: true, judge: true},
 		{what: "RSS B / session", values: rssv, format: "%.0f", lower: true, judge: true},
-		{what: "idle CPU (% of a core)", values: cpu, format: "%.2f", lower: true, judge: true},
+		{what: "idle CPU (% of a core)", values: cpu, format: "%.2f", lower: true},
+		{what: "  per 10,000 sessions held", values: per10k, format: "%.2f", lower: true, judge: true},
+		{what: "  the same, no session yet", values: empty, format: "%.2f", lower: true},
 		{what: "server goroutines", values: gor, format: "%.0f", lower: true},
 	}
 }

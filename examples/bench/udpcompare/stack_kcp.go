@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	kcp "github.com/xtaci/kcp-go/v5"
 )
@@ -199,9 +200,11 @@ func (cs *kcpClients) close() {
 // convConn is the server's socket as kcp-go's listener sees it when
 // clients share sockets: every (source address, conversation id) pair is
 // an address of its own. It pushes packets (kcp.PacketPusher) from one
-// read goroutine.
+// read goroutine. It does not embed the *net.UDPConn: kcp-go would find
+// its ReadMsgUDP and write batches to the socket itself, with addresses
+// the socket does not know.
 type convConn struct {
-	*net.UDPConn
+	udp   *net.UDPConn
 	mu    sync.Mutex
 	addrs map[convKey]*convAddr
 	recv  atomic.Pointer[func([]byte, net.Addr, error)]
@@ -223,7 +226,7 @@ func (a *convAddr) Network() string { return "udp" }
 func (a *convAddr) String() string  { return a.str }
 
 func newConvConn(conn *net.UDPConn) *convConn {
-	return &convConn{UDPConn: conn, addrs: map[convKey]*convAddr{}}
+	return &convConn{udp: conn, addrs: map[convKey]*convAddr{}}
 }
 
 func (c *convConn) SetPacketReceiver(fn func([]byte, net.Addr, error)) {
@@ -238,7 +241,7 @@ func (c *convConn) SetPacketReceiver(fn func([]byte, net.Addr, error)) {
 func (c *convConn) readLoop() {
 	buf := make([]byte, 65536)
 	for {
-		n, ap, err := c.UDPConn.ReadFromUDPAddrPort(buf)
+		n, ap, err := c.udp.ReadFromUDPAddrPort(buf)
 		fn := c.recv.Load()
 		if fn == nil {
 			return
@@ -270,10 +273,19 @@ func (c *convConn) addrOf(ap netip.AddrPort, conv uint32) *convAddr {
 // WriteTo sends to the session's real address.
 func (c *convConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if a, ok := addr.(*convAddr); ok {
-		return c.UDPConn.WriteToUDPAddrPort(b, a.ap)
+		return c.udp.WriteToUDPAddrPort(b, a.ap)
 	}
-	return c.UDPConn.WriteTo(b, addr)
+	return c.udp.WriteTo(b, addr)
 }
+
+// ReadFrom is not used: kcp-go takes the pushed packets.
+func (c *convConn) ReadFrom([]byte) (int, net.Addr, error) { return 0, nil, net.ErrClosed }
+
+func (c *convConn) Close() error                       { return c.udp.Close() }
+func (c *convConn) LocalAddr() net.Addr                { return c.udp.LocalAddr() }
+func (c *convConn) SetDeadline(t time.Time) error      { return c.udp.SetDeadline(t) }
+func (c *convConn) SetReadDeadline(t time.Time) error  { return c.udp.SetReadDeadline(t) }
+func (c *convConn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
 
 // kcpMux is one client socket shared by many kcp sessions: one read
 // goroutine hands each packet to the session its conversation id names.

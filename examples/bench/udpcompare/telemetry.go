@@ -25,6 +25,9 @@ type telemetryConfig struct {
 	loss     float64       // each way
 	delay    time.Duration // each way
 	seed     uint64
+	// sockets the sessions share (0: one each); the relay then sees, and
+	// the server gets, one source address per socket.
+	sockets int
 }
 
 // telemetryResult is what one stack did in one run.
@@ -55,7 +58,7 @@ func runTelemetry(st stack, cfg telemetryConfig) (telemetryResult, error) {
 	res := telemetryResult{stack: st.name, loss: cfg.loss, sentBy: make([]int, cfg.sessions)}
 	rec := newRecorder(cfg.sessions)
 	res.rec = rec
-	srv, err := st.serve(&serverApp{rec: rec}, false)
+	srv, err := st.serve(&serverApp{rec: rec}, cfg.sockets > 0)
 	if err != nil {
 		return res, fmt.Errorf("%s: serve: %w", st.name, err)
 	}
@@ -68,7 +71,7 @@ func runTelemetry(st stack, cfg telemetryConfig) (telemetryResult, error) {
 	defer rl.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := st.dial(ctx, dialConfig{server: rl.addr(), n: cfg.sessions})
+	cs, err := st.dial(ctx, dialConfig{server: rl.addr(), n: cfg.sessions, sockets: cfg.sockets})
 	if err != nil {
 		return res, fmt.Errorf("%s: dial: %w", st.name, err)
 	}
