@@ -69,7 +69,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.idle.setup, "idle-setup", 5*time.Minute, "at most, to open the idle sessions")
 	fs.IntVar(&o.echo.sessions, "echo-sessions", 50, "echo sessions")
 	fs.IntVar(&o.echo.window, "echo-window", 4, "echo messages in flight per session")
-	fs.DurationVar(&o.echo.duration, "echo-for", 5*time.Second, "echo run length")
+	fs.DurationVar(&o.echo.duration, "echo-for", 10*time.Second, "echo run length")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -106,14 +106,14 @@ func telemetryLines(rs []telemetryResult) []line {
 func idleLines(rs []idleResult) []line {
 	n := len(rs)
 	asked, held, setup, heap, rssv, cpu, empty, gor := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	per10k := make([]float64, n)
+	per10k, dl := make([]float64, n), make([]float64, n)
 	for i, r := range rs {
 		if r.asked == 0 {
 			asked[i], held[i], setup[i], heap[i], rssv[i], cpu[i], empty[i], gor[i] = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
-			per10k[i] = math.NaN()
+			per10k[i], dl[i] = math.NaN(), math.NaN()
 			continue
 		}
-		asked[i], held[i], setup[i] = float64(r.asked), float64(r.held), r.setupTime.Seconds()
+		asked[i], held[i], setup[i], dl[i] = float64(r.asked), float64(r.held), r.setupTime.Seconds(), float64(r.delivered)
 		heap[i], rssv[i] = r.heapPerSession(), r.rssPerSession()
 		cpu[i], empty[i] = 100*r.cpuIdle, 100*r.cpuEmpty
 		per10k[i] = 100 * r.cpuIdle * 10000 / float64(max(r.held, 1))
@@ -121,6 +121,7 @@ func idleLines(rs []idleResult) []line {
 	}
 	return []line{
 		{what: "sessions asked for", values: asked, format: "%.0f"},
+		{what: "their messages delivered", values: dl, format: "%.0f"},
 		{what: "sessions held (server's count)", values: held, format: "%.0f"},
 		{what: "setup: open + 1 message each (s)", values: setup, format: "%.1f"},
 		{what: "heap+stacks B / session", values: heap, format: "%.0f", lower: true, judge: true},
