@@ -161,6 +161,7 @@ type rudpGroup struct {
 	byNonce map[uint64]int
 	byID    map[uint64]int
 	timers  timerHeap
+	touched []int        // members given messages from the inbox
 	up      atomic.Int64 // established
 	out     []byte
 	read    []byte
@@ -172,10 +173,11 @@ type rudpGroup struct {
 }
 
 type rudpMember struct {
-	index int // the session's index in the run
-	c     *rudp.Client
-	due   time.Time // the deadline a timer entry stands for
-	up    bool
+	index   int // the session's index in the run
+	c       *rudp.Client
+	due     time.Time // the deadline a timer entry stands for
+	up      bool
+	touched bool // in touched, to be serviced after the inbox
 }
 
 type posted struct {
@@ -245,13 +247,27 @@ func (g *rudpGroup) drainInbox() {
 	batch := g.inbox
 	g.inbox = g.spare[:0]
 	g.mu.Unlock()
+	// Every message first, then one service per client: messages posted
+	// together leave packed into as few datagrams as fit, as quic-go's
+	// connection loop packs what its stream got meanwhile.
 	now := time.Now()
+	touched := g.touched[:0]
 	for _, p := range batch {
-		if c := g.members[p.local].c; c != nil {
-			c.Send(p.msg)
-			g.service(p.local, now)
+		m := &g.members[p.local]
+		if m.c == nil {
+			continue
+		}
+		m.c.Send(p.msg)
+		if !m.touched {
+			m.touched = true
+			touched = append(touched, p.local)
 		}
 	}
+	for _, local := range touched {
+		g.members[local].touched = false
+		g.service(local, now)
+	}
+	g.touched = touched[:0]
 	clear(batch)
 	g.spare = batch[:0]
 }
