@@ -3,7 +3,7 @@
 # with the embedded default config on 127.0.0.1:5020.
 GO ?= go
 
-.PHONY: test deps vet cross arm allocs race run build bench fuzz fuzz-brief
+.PHONY: test deps vet cross arm allocs race run build bench udpcompare fuzz fuzz-brief
 
 # race goes last so that the main suite's summary is what the run ends with.
 test: deps vet cross arm allocs fuzz-brief race
@@ -24,8 +24,12 @@ allocs:
 # it goes first so the main suite's summary is what the run ends with. It
 # runs without -race: nbio v1.6.8 itself races (nbhttp's listener goroutine
 # writes a conn's address that its poller reads), which is not ours to fix.
+#
+# The UDP comparison (rudp, kcp-go, quic-go) is a module of its own too,
+# so kcp-go and quic-go stay out of ours; its test runs under -race.
 race:
 	cd examples/bench/wscompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+	cd examples/bench/udpcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 	$(GO) test -race -timeout 30m ./...
 
 build:
@@ -60,6 +64,12 @@ run:
 
 bench:
 	bash examples/bench/stages.sh
+
+# rudp side by side with kcp-go (fast and default) and quic-go, one run of
+# every row (about 8 minutes); UDPCOMPARE_FLAGS passes flags, e.g.
+# UDPCOMPARE_FLAGS='-rows echo -echo-for 10s'.
+udpcompare:
+	cd examples/bench/udpcompare && $(GO) run . $(UDPCOMPARE_FLAGS)
 
 # Fuzzing pass over every fuzz target, FUZZTIME each; every failing target
 # is reported (its input lands in the package's testdata/fuzz/), then the
