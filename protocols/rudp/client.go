@@ -40,7 +40,9 @@ func NewClient(cfg Config, rnd io.Reader, now time.Time) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{scratch: make([]byte, MaxDatagram)}
+	// The scratch holds one decrypted datagram: none is larger than
+	// what this side agrees to (a larger one is refused unread).
+	c := &Client{scratch: make([]byte, cfg.MaxDatagram)}
 	c.Conn.cfg = &cfg
 	c.Conn.client = true
 	c.Conn.epoch = now

@@ -41,6 +41,9 @@ func (c *Conn) deadline(now int64) int64 {
 	if c.pingWaitAt != 0 && c.lastHeard < c.pingSentAt {
 		earliest(c.pingWaitAt)
 	}
+	if c.holdsRings() {
+		earliest(c.lastData + int64(ringIdle) + 1) // idleShrink lets them go
+	}
 	if c.hasPaced() && !c.creditBlocked() {
 		c.cc.refill(now, c.rtt.srtt)
 		ok, wait := c.cc.canSend(c.maxDatagram, c.rtt.srtt)
@@ -138,10 +141,21 @@ func (c *Conn) pingSent(now int64) {
 // idleShrink drops the rings of a session that has been quiet for a
 // keepalive period, so that idle sessions cost little memory.
 func (c *Conn) idleShrink(now int64) {
-	if now-c.lastData >= int64(time.Second) {
+	if now-c.lastData >= int64(ringIdle) {
 		c.snd.shrink()
 		c.rcv.shrink()
 		c.dgramOut.shrink()
 		c.dgramIn.shrink()
 	}
+}
+
+// ringIdle is how long a session keeps its rings without data.
+const ringIdle = time.Second
+
+// holdsRings reports whether idleShrink would let go of something: an
+// empty ring or queue still allocated. An idle session's timer must come
+// back for it, not wait for the peer's next keepalive (up to 10 s).
+func (c *Conn) holdsRings() bool {
+	return c.snd.ring != nil && c.snd.empty() || c.rcv.ring != nil && c.rcv.base == c.rcv.top ||
+		c.dgramOut.bufs != nil && c.dgramOut.size == 0 || c.dgramIn.bufs != nil && c.dgramIn.size == 0
 }
