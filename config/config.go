@@ -25,6 +25,7 @@ type Config struct {
 	Bus        Bus             `yaml:"bus"`        // topic bus limits
 	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port and who may use it (admin.go)
 	UDP        UDP             `yaml:"udp"`        // datagram side of the port
+	CoAP       CoAP            `yaml:"coap"`       // CoAP server over UDP and TCP (coap.go)
 	Log        Log             `yaml:"log"`        // logging
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }

@@ -78,6 +78,7 @@ func (c Config) Validate() error {
 	v.checkPools()
 	v.checkRoutes()
 	v.checkUDP()
+	v.checkCoAP()
 	return v.result()
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/coap"
 	"github.com/edgemux/edgemux/protocols/modbus"
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/protocols/quarantine"
@@ -65,6 +66,7 @@ type Gateway struct {
 	ws      *websocket.Handler // the built-in ones, for counters and reloads (Options.Handlers may replace them in the pools)
 	mb      *modbus.Handler
 	priv    *private.Handler
+	coap    *coap.Handler // CoAP over TCP and UDP
 	pools   []*pool
 	byPool  map[string]*pool
 	workers []*worker
@@ -131,10 +133,12 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
 	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
 	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
+	g.coap = coap.New(cfg.CoAP, g.bus, log.With("component", "coap"))
 	handlers := map[string]protocols.Handler{
 		"private":    g.priv,
 		"websocket":  g.ws,
 		"modbus":     g.mb,
+		"coap":       g.coap,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
 	}
 	for name, h := range opt.Handlers {
@@ -147,7 +151,11 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.rt.Store(rt)
 	g.reg = registry.New(registrySize(cfg))
 	g.limits = newAdmission()
-	if err := g.buildPools(handlers, datagramHandlers(opt)); err != nil {
+	dgram := datagramHandlers(opt)
+	if dgram["coap"] == nil {
+		dgram["coap"] = g.coap
+	}
+	if err := g.buildPools(handlers, dgram); err != nil {
 		return nil, err
 	}
 	g.metrics = newMetrics(g)
@@ -194,6 +202,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"bus", cfg.Bus != g.cfg.Bus},
 		{"admin.enabled/idle_timeout", cfg.Admin.Enabled != g.cfg.Admin.Enabled || cfg.Admin.IdleTimeout != g.cfg.Admin.IdleTimeout},
 		{"udp", !reflect.DeepEqual(cfg.UDP, g.cfg.UDP)},
+		{"coap", !reflect.DeepEqual(cfg.CoAP, g.cfg.CoAP)},
 	} {
 		if s.changed {
 			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))

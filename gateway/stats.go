@@ -29,6 +29,7 @@ type Stats struct {
 	WebSocket   map[string]uint64         `json:"websocket"` // protocols/websocket counters
 	Modbus      map[string]uint64         `json:"modbus"`    // protocols/modbus counters
 	Private     map[string]uint64         `json:"private"`   // protocols/private counters
+	CoAP        map[string]uint64         `json:"coap"`      // protocols/coap counters
 	Stale       uint64                    `json:"stale_events"`
 	Forwarding  int64                     `json:"forwarding"`
 }
@@ -108,6 +109,7 @@ func (g *Gateway) Snapshot() Stats {
 	st.WebSocket = counterMap(g.ws.Stats().Counters())
 	st.Modbus = counterMap(g.mb.Stats().Counters())
 	st.Private = counterMap(g.priv.Stats().Counters())
+	st.CoAP = counterMap(g.coap.Stats().Counters())
 	return st
 }
 
