@@ -12,7 +12,8 @@ import (
 
 // The bus stores bytes without a media type, so a value's Content-Format
 // is read from the value itself: JSON text is application/json (50),
-// other UTF-8 text is text/plain (0), anything else
+// other UTF-8 text (no control characters but tab and line ends) is
+// text/plain (0), anything else
 // application/octet-stream (42). A value published over CoAP with a
 // Content-Format keeps only its bytes.
 
@@ -29,7 +30,7 @@ func formatOf(v []byte) message.MediaType {
 	switch {
 	case len(v) > 0 && json.Valid(v):
 		return formatJSON
-	case utf8.Valid(v):
+	case printable(v):
 		return formatText
 	}
 	return formatOctet
@@ -72,4 +73,15 @@ func appendJSONString(dst []byte, s string) []byte {
 		}
 	}
 	return append(dst, '"')
+}
+
+// printable reports whether v is UTF-8 text: no control characters but
+// tab, newline and carriage return.
+func printable(v []byte) bool {
+	for _, c := range v {
+		if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.Valid(v)
 }
