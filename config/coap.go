@@ -13,7 +13,7 @@ type CoAP struct {
 	MaxObservations  int           `yaml:"max_observations"`  // observations per peer or connection
 	BlockSize        int           `yaml:"block_size"`        // payload per block of a block-wise transfer (16..1024, a power of two)
 	MaxBody          int           `yaml:"max_body"`          // a block-wise request body, in all (bytes)
-	Uploads          int           `yaml:"uploads"`           // block-wise request bodies being assembled at once, per worker
+	Uploads          int           `yaml:"uploads"`           // block-wise request bodies being assembled at once, in all
 	ResponseCache    int           `yaml:"response_cache"`    // answers kept per worker to repeat to duplicate requests (count)
 	ExchangeLifetime time.Duration `yaml:"exchange_lifetime"` // how long an answer is kept for duplicates (RFC 7252 EXCHANGE_LIFETIME)
 	AckTimeout       time.Duration `yaml:"ack_timeout"`       // first retransmission of a confirmable notification (RFC 7252 ACK_TIMEOUT)
@@ -75,6 +75,10 @@ func (v *validator) checkCoAP() {
 		if r.d < r.min || r.d > r.max {
 			v.fail(r.path, "must be between %s and %s, not %s", shortDuration(r.min), shortDuration(r.max), shortDuration(r.d))
 		}
+	}
+	if l := v.c.Limits.MaxInput; v.servesProto("coap") && c.TCPMaxMessage > l {
+		// A CoAP-over-TCP message is consumed only once it is whole.
+		v.fail("coap.tcp_max_message", "must fit limits.max_input (%d), not %d", l, c.TCPMaxMessage)
 	}
 	if len(c.Delete) > 256 {
 		v.fail("coap.delete", "at most 256 filters, not %d", len(c.Delete))

@@ -144,7 +144,8 @@ func defaultAdmin() Admin {
 //     (not for proto "*": Validate asks for an explicit pool there);
 //   - a pool named after a protocol, without protocols, takes that
 //     protocol; an empty protocols list becomes nil;
-//   - a udp.routes entry routed to "" (~) is removed;
+//   - a udp.routes entry routed to "" is removed (a default route
+//     is turned off so: YAML's ~ leaves the default in place);
 //   - an empty websocket.allowed_origins, modbus.unit_ids or coap.delete
 //     list, or an empty udp.routes map, becomes nil.
 //
@@ -177,7 +178,7 @@ func (c *Config) Normalize() {
 		c.Modbus.UnitIDs = nil
 	}
 	for class, pool := range c.UDP.Routes {
-		if pool == "" { // routed to ~: not routed
+		if pool == "" { // routed to "": not routed
 			delete(c.UDP.Routes, class)
 		}
 	}

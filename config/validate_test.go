@@ -131,6 +131,7 @@ var validateCases = []struct {
 	{"coap block size", "coap:\n  block_size: 100\n", "coap.block_size", 2, "power of two"},
 	{"coap peers zero", "coap:\n  max_peers: 0\n", "coap.max_peers", 2, "between 1 and 1000000"},
 	{"coap confirm interval", "coap:\n  confirm_interval: 48h\n", "coap.confirm_interval", 2, "between 1s and 24h"},
+	{"coap message over max_input", "coap:\n  tcp_max_message: 100000\n", "coap.tcp_max_message", 2, "limits.max_input"},
 	{"coap delete filter", "coap:\n  delete: [\"a/#/b\"]\n", "coap.delete[0]", 2, "last level"},
 	{"coap delete wildcard", "coap:\n  delete: [\"a/b+\"]\n", "coap.delete[0]", 2, "whole level"},
 	{"udp route class", "udp:\n  routes:\n    modbus: private\n", "udp.routes.modbus", 3, "coap | rudp"},
@@ -251,7 +252,7 @@ func TestValidateAccepts(t *testing.T) {
 			"  - match: {proto: tls, sni: Exact.Example}\n    action: forward\n    backend: '[::1]:8443'\n    dial_timeout: 500ms\n" +
 			"  - match: {proto: '*', source: '::1/128'}\n    action: handle\n    pool: quarantine\n" + quarantineOnly,
 		"sniff:\n  probe: quarantine\n",
-		"limits:\n  max_input: 64\npools:\n  private: ~\n  websocket: ~\nroutes:\n" + quarantineOnly,
+		"limits:\n  max_input: 64\npools:\n  private: ~\n  websocket: ~\n  coap: ~\nudp:\n  routes: {coap: \"\"}\nroutes:\n" + quarantineOnly,
 		"websocket:\n  allowed_origins: ['*']\n",
 		"modbus:\n  unit_ids: [1, 255]\n  tags:\n    - {topic: a, table: holding, address: 0, type: uint32}\n" +
 			"    - {topic: b, table: holding, address: 2, type: float32, writable: true, scale: 0.5}\n" +

@@ -53,7 +53,8 @@ func knownOption(id message.OptionID) bool {
 	switch id {
 	case message.URIHost, message.ETag, message.Observe, message.URIPort, message.URIPath,
 		message.ContentFormat, message.URIQuery, message.Accept, message.Block2, message.Block1,
-		message.Size2, message.Size1, message.ProxyURI, message.ProxyScheme, message.NoResponse:
+		message.Size2, message.Size1, message.ProxyURI, message.ProxyScheme, message.NoResponse,
+		message.IfMatch, message.IfNoneMatch:
 		return true
 	}
 	return false
@@ -277,6 +278,10 @@ func (s *server) put(x *exchange, req *message.Message, res *response, name stri
 	if req.Code == codes.POST {
 		done = codes.Created
 	}
+	if !s.preconditions(req, name) {
+		res.fail(codes.PreconditionFailed, "If-Match or If-None-Match does not hold")
+		return
+	}
 	payload := req.Payload
 	v, err := req.Options.GetBytes(message.Block1)
 	blockwise := err == nil
@@ -302,6 +307,33 @@ func (s *server) put(x *exchange, req *message.Message, res *response, name stri
 	if !blockwise {
 		res.setCode(done)
 	}
+}
+
+// preconditions checks If-Match and If-None-Match (RFC 7252 section
+// 5.10.8): If-None-Match holds when the topic has no value; If-Match when
+// it has one and, given an ETag, that is the value's.
+func (s *server) preconditions(req *message.Message, name string) bool {
+	noneMatch := req.Options.HasOption(message.IfNoneMatch)
+	first, last, err := req.Options.Find(message.IfMatch)
+	if !noneMatch && err != nil {
+		return true
+	}
+	m, ok := s.bus.Get(name)
+	if noneMatch && ok {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	if !ok {
+		return false
+	}
+	for _, o := range req.Options[first:last] {
+		if len(o.Value) == 0 || string(o.Value) == string(etagOf(&m)) {
+			return true
+		}
+	}
+	return false
 }
 
 // publishFailed answers a publish the bus refused, in CoAP's words.

@@ -220,3 +220,33 @@ func TestWellKnownCore(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionalPut: If-None-Match creates only, If-Match updates only
+// an existing value, or only the one with the ETag given (RFC 7252
+// section 5.10.8).
+func TestConditionalPut(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	ifNone := []message.Option{{ID: message.IfNoneMatch}}
+	ifAny := []message.Option{{ID: message.IfMatch, Value: []byte{}}}
+	steps := []struct {
+		opts []message.Option
+		want codes.Code
+	}{
+		{ifAny, codes.PreconditionFailed}, // nothing to update yet
+		{ifNone, codes.Changed},           // created
+		{ifNone, codes.PreconditionFailed},
+		{ifAny, codes.Changed},
+		{[]message.Option{{ID: message.IfMatch, Value: []byte("nomatch!")}}, codes.PreconditionFailed},
+	}
+	for i, st := range steps {
+		tb.in(peerA, msg{typ: con, code: codes.PUT, mid: uint16(i), path: "/t/cond", opts: st.opts, payload: "v"})
+		if m := tb.one(); m.Code != st.want {
+			t.Errorf("step %d: %v, want %v", i, m.Code, st.want)
+		}
+	}
+	v, _ := tb.bus.Get("cond")
+	tb.in(peerA, msg{typ: con, code: codes.PUT, mid: 50, path: "/t/cond", opts: []message.Option{{ID: message.IfMatch, Value: etagOf(&v)}}, payload: "w"})
+	if m := tb.one(); m.Code != codes.Changed {
+		t.Errorf("If-Match with the current ETag: %v", m.Code)
+	}
+}
