@@ -249,4 +249,10 @@ func TestConditionalPut(t *testing.T) {
 	if m := tb.one(); m.Code != codes.Changed {
 		t.Errorf("If-Match with the current ETag: %v", m.Code)
 	}
+	// A GET with the current ETag is 2.03 Valid, without the value.
+	v, _ = tb.bus.Get("cond")
+	tb.in(peerA, msg{typ: con, code: codes.GET, mid: 51, path: "/t/cond", opts: []message.Option{{ID: message.ETag, Value: etagOf(&v)}}})
+	if m := tb.one(); m.Code != codes.Valid || len(m.Payload) != 0 {
+		t.Errorf("GET with the current ETag: %v", m.String())
+	}
 }
