@@ -149,3 +149,24 @@ func FuzzTCPSession(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBlock: any Block option value parses or is refused; what parses
+// encodes back to a value that parses to the same block.
+func FuzzBlock(f *testing.F) {
+	for _, v := range [][]byte{nil, {0x06}, {0x1e}, {0x01, 0x0e}, {0xff, 0xff, 0xf6}, {0x0f}, {1, 2, 3, 4}} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		b, err := parseBlock(v)
+		if err != nil {
+			return
+		}
+		if b.size() < 16 || b.size() > 1024 || b.num > maxBlockNum {
+			t.Fatalf("%x parsed to %+v", v, b)
+		}
+		again, err := parseBlock(b.value(nil))
+		if err != nil || again != b {
+			t.Fatalf("%x: %+v encodes to %x, parsed back %+v, %v", v, b, b.value(nil), again, err)
+		}
+	})
+}
