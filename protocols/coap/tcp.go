@@ -32,16 +32,15 @@ var (
 
 // Signalling option numbers (RFC 8323 section 5).
 const (
-	optMaxMessageSize   message.OptionID = 2 // CSM
-	optBlockWise        message.OptionID = 4 // CSM
-	optBadCSMOption     message.OptionID = 2 // Abort
-	defaultPeerMaxBytes                  = 1152
+	optMaxMessageSize message.OptionID = 2 // CSM
+	optBlockWise      message.OptionID = 4 // CSM
+	optBadCSMOption   message.OptionID = 2 // Abort
 )
 
 // Open starts a session and sends the server's CSM.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
 	h.srv.stats.sessions.Add(1)
-	s := &tcpSession{srv: h.srv, conn: c, peerMax: defaultPeerMaxBytes}
+	s := &tcpSession{srv: h.srv, conn: c}
 	s.res.setCode(codes.CSM)
 	s.res.addUint(optMaxMessageSize, uint32(h.srv.cfg.TCPMaxMessage))
 	s.res.addBytes(optBlockWise, nil)
@@ -57,7 +56,6 @@ type tcpSession struct {
 	conn    protocols.Conn
 	w       watcher
 	csm     bool // the peer's CSM has come
-	peerMax int  // the peer's Max-Message-Size
 	waiting bool // notifications wait for the socket to take the output
 
 	in   message.Message
@@ -131,15 +129,13 @@ func (s *tcpSession) handle() error {
 	return nil // a response to a request we never made
 }
 
-// onCSM takes the peer's settings (RFC 8323 section 5.3).
+// onCSM takes the peer's settings (RFC 8323 section 5.3). Its
+// Max-Message-Size needs no keeping: every message this server sends fits
+// the base value, 1152 bytes (a block of at most 1024 and its options).
 func (s *tcpSession) onCSM() error {
 	for _, o := range s.in.Options {
 		switch {
-		case o.ID == optMaxMessageSize:
-			if v, ok := decodeUint(o.Value); ok {
-				s.peerMax = int(v)
-			}
-		case o.ID == optBlockWise:
+		case o.ID == optMaxMessageSize, o.ID == optBlockWise:
 		case o.ID%2 == 1:
 			s.res.setCode(codes.Abort)
 			s.res.addUint(optBadCSMOption, uint32(o.ID))
