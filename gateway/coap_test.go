@@ -153,10 +153,20 @@ func waitCoAPDelivery(t *testing.T, dev *private.Client, topic string) {
 
 // TestCoAPObserveInterop: coap-client observes a topic and a filter over
 // UDP and a topic over TCP; a private-protocol device publishes three
-// updates, and each observer prints all three, in order.
+// updates, and each observer prints all three, in order. Under every
+// dispatch policy: inline, the loop runs the CoAP worker and its wakes.
 func TestCoAPObserveInterop(t *testing.T) {
 	requireCoAPClient(t)
-	_, addr := coapGateway(t, nil)
+	for _, policy := range everyPolicy {
+		t.Run(policy, func(t *testing.T) {
+			_, addr := coapGateway(t, func(c *config.Config) { c.Dispatch.Policy = policy })
+			observeThreeUpdates(t, addr)
+		})
+	}
+}
+
+// observeThreeUpdates runs TestCoAPObserveInterop on one gateway.
+func observeThreeUpdates(t *testing.T, addr string) {
 	dev, err := private.Dial(context.Background(), addr, "sensor", private.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
