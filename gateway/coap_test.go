@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,4 +258,57 @@ func TestCoAPBlockwiseInterop(t *testing.T) {
 	if st := g.coap.Stats(); st.Requests < 2*(16+16) {
 		t.Errorf("%d requests: the transfers were not block-wise", st.Requests)
 	}
+}
+
+// TestCoAPBareCSMWaitingForServer: a CoAP-over-TCP client whose CSM is
+// the bare two bytes 00 E1 (no options), and which waits for the server's
+// CSM before it says more, is CoAP once the sniff deadline passes (Modbus
+// could have claimed the two bytes until then), not quarantined; then it
+// is served. Fails before sniff.DetectExpired: the connection was
+// quarantined at the deadline and closed.
+func TestCoAPBareCSMWaitingForServer(t *testing.T) {
+	g, addr := coapGateway(t, func(c *config.Config) { c.Sniff.Deadline = 300 * time.Millisecond })
+	if err := g.Bus().Publish("bare/x", []byte("ok"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0x00, 0xe1})
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("no CSM from the server: %v", err)
+	}
+	if n < 2 || buf[1+coapExtLen(buf[0]>>4)] != 0xe1 {
+		t.Fatalf("first message from the server % x, want a CSM", buf[:n])
+	}
+	// GET /t/bare/x, token 0x01: Len 9 (the options), TKL 1.
+	c.Write([]byte{0x91, 0x01, 0x01, 0xb1, 't', 0x04, 'b', 'a', 'r', 'e', 0x01, 'x'})
+	want := []byte{0xff, 'o', 'k'}
+	var got []byte
+	for !bytes.Contains(got, want) {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("no answer to the GET (have % x): %v", got, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+}
+
+// coapExtLen is how many extended length bytes a CoAP-over-TCP Len nibble
+// announces.
+func coapExtLen(nibble byte) int {
+	switch nibble {
+	case 13:
+		return 1
+	case 14:
+		return 2
+	case 15:
+		return 4
+	}
+	return 0
 }
