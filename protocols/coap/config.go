@@ -63,6 +63,7 @@ type Stats struct {
 	PeersRefused  uint64 // requests from new UDP peers refused: every place held by an observer (5.03)
 	Dropped       uint64 // notifications the bus dropped (an observer's queue overflowed)
 	Sessions      uint64 // TCP connections opened
+	SendErrors    uint64 // UDP datagrams the gateway refused to send (longer than udp.max_datagram)
 }
 
 // Counters lists the Stats fields under snake_case names, in a fixed order.
@@ -75,6 +76,7 @@ func (st Stats) Counters() []protocols.Counter {
 		{Name: "resets", N: st.Resets}, {Name: "malformed", N: st.Malformed},
 		{Name: "peers_evicted", N: st.PeersEvicted}, {Name: "peers_refused", N: st.PeersRefused},
 		{Name: "dropped", N: st.Dropped}, {Name: "sessions", N: st.Sessions},
+		{Name: "send_errors", N: st.SendErrors},
 	}
 }
 
@@ -82,7 +84,7 @@ func (st Stats) Counters() []protocols.Counter {
 type counters struct {
 	requests, published, duplicates, observations, notifications atomic.Uint64
 	confirmable, retransmits, deadObservers, resets, malformed   atomic.Uint64
-	peersEvicted, peersRefused, dropped, sessions                atomic.Uint64
+	peersEvicted, peersRefused, dropped, sessions, sendErrors    atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -92,6 +94,6 @@ func (c *counters) snapshot() Stats {
 		Confirmable: c.confirmable.Load(), Retransmits: c.retransmits.Load(),
 		DeadObservers: c.deadObservers.Load(), Resets: c.resets.Load(), Malformed: c.malformed.Load(),
 		PeersEvicted: c.peersEvicted.Load(), PeersRefused: c.peersRefused.Load(),
-		Dropped: c.dropped.Load(), Sessions: c.sessions.Load(),
+		Dropped: c.dropped.Load(), Sessions: c.sessions.Load(), SendErrors: c.sendErrors.Load(),
 	}
 }

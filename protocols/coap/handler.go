@@ -52,15 +52,16 @@ func (h *Handler) Route(peer netip.AddrPort, _ []byte, workers int) int {
 
 // Worker makes worker index's Endpoint, sending through out.
 func (h *Handler) Worker(_, workers int, out protocols.DatagramOut) protocols.DatagramWorker {
-	w := &udpWorker{out: out}
+	w := &udpWorker{out: out, stats: h.srv.stats}
 	w.ep = newEndpoint(h.srv, workers, w.send, out.Wake)
 	return w
 }
 
 // udpWorker is the I/O shell around one Endpoint.
 type udpWorker struct {
-	ep  *Endpoint
-	out protocols.DatagramOut
+	ep    *Endpoint
+	out   protocols.DatagramOut
+	stats *counters
 }
 
 var (
@@ -69,7 +70,9 @@ var (
 )
 
 func (w *udpWorker) send(to netip.AddrPort, b []byte) {
-	_ = w.out.Send(to, b) // a datagram refused (too long) is lost as on the wire; the gateway counts what the kernel drops
+	if err := w.out.Send(to, b); err != nil { // longer than udp.max_datagram: lost, and counted
+		w.stats.sendErrors.Add(1)
+	}
 }
 
 // Datagrams feeds a batch to the endpoint.

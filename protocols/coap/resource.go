@@ -208,6 +208,9 @@ func (s *server) get(x *exchange, req *message.Message, res *response, name stri
 		obs.seq = nextObserve(obs.seq)
 	}
 	s.value(req, res, &m, obs)
+	if obs != nil && res.code != codes.Content {
+		x.w.cancel(req.Token) // a bad Block2, say: an error ends the registration
+	}
 }
 
 // observeFailed answers a registration that could not be made.

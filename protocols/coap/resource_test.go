@@ -256,3 +256,18 @@ func TestConditionalPut(t *testing.T) {
 		t.Errorf("GET with the current ETag: %v", m.String())
 	}
 }
+
+// TestObserveErrorEndsRegistration: a registration answered with an error
+// (here a Block2 past the end) leaves no observation behind.
+func TestObserveErrorEndsRegistration(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	tb.publish("x", "1")
+	opts := append(observeReg(0), blockOpt(message.Block2, block{num: 5, szx: 0}))
+	tb.in(peerA, msg{typ: con, code: codes.GET, mid: 1, token: "o", path: "/t/x", opts: opts})
+	if m := tb.one(); m.Code != codes.BadOption {
+		t.Fatalf("answer %v, want 4.02", m.String())
+	}
+	if n := len(tb.e.peers[peerA].w.obs); n != 0 || tb.bus.Stats().Subscribers != 0 {
+		t.Errorf("%d observations left after an error answer", n)
+	}
+}
