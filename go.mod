@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/goburrow/modbus v0.1.0
 	github.com/gorilla/websocket v1.5.3
+	github.com/plgd-dev/go-coap/v3 v3.8.1
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
@@ -19,5 +20,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -26,6 +26,7 @@ type Config struct {
 	Admin      Admin           `yaml:"admin"`      // admin HTTP on the shared port and who may use it (admin.go)
 	UDP        UDP             `yaml:"udp"`        // datagram side of the port
 	RUDP       RUDP            `yaml:"rudp"`       // the reliable UDP core's sessions
+	CoAP       CoAP            `yaml:"coap"`       // CoAP server over UDP and TCP (coap.go)
 	Log        Log             `yaml:"log"`        // logging
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }

@@ -66,6 +66,7 @@ func Defaults() Config {
 			{Match: Match{Proto: "private"}, Action: "handle"},
 			{Match: Match{Proto: "websocket"}, Action: "handle"},
 			{Match: Match{Proto: "modbus"}, Action: "handle"},
+			{Match: Match{Proto: "coap"}, Action: "handle"},
 			{Match: Match{Proto: "http"}, Action: "admin"},
 			{Match: Match{Proto: anyProto}, Action: "quarantine"},
 		},
@@ -103,7 +104,7 @@ func Defaults() Config {
 		UDP: UDP{
 			Enabled: true, Batch: 16, MaxDatagram: 2048,
 			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8,
-			Routes: map[string]string{"rudp": "private"},
+			Routes: map[string]string{"rudp": "private", "coap": "coap"},
 		},
 		RUDP: RUDP{
 			MaxDatagram: 1200, MaxMessage: 64 * kib, Window: 256, SendQueue: 256 * kib, DatagramQueue: 64,
@@ -113,7 +114,8 @@ func Defaults() Config {
 			CookieLifetime: 30 * time.Second, CookieRotation: 2 * time.Minute,
 			MaxSessions: 200000, MemoryBudget: 256 * mib, PendingRetries: 256,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		CoAP: defaultCoAP(),
+		Log:  Log{Level: "info", Format: "text"},
 	}
 	c.Normalize()
 	return c
@@ -125,6 +127,7 @@ func defaultPools() map[string]Pool {
 		"private":      {Workers: 2, IdleTimeout: 5 * time.Minute, Pattern: "steady"},
 		"websocket":    {Workers: 2, Pattern: "bursty"}, // no idle timeout: server pings find dead peers
 		"modbus":       {Workers: 2, IdleTimeout: 10 * time.Minute, Pattern: "long-period"},
+		"coap":         {Workers: 2, IdleTimeout: 5 * time.Minute, Pattern: "bursty"}, // CoAP over TCP and, by udp.routes, over UDP
 		quarantinePool: {Workers: 2},
 	}
 }
@@ -149,8 +152,10 @@ func defaultAdmin() Admin {
 //     (not for proto "*": Validate asks for an explicit pool there);
 //   - a pool named after a protocol, without protocols, takes that
 //     protocol; an empty protocols list becomes nil;
-//   - an empty websocket.allowed_origins or modbus.unit_ids list, or an
-//     empty udp.routes map, becomes nil.
+//   - a udp.routes entry routed to "" is removed (a default route
+//     is turned off so: YAML's ~ leaves the default in place);
+//   - an empty websocket.allowed_origins, modbus.unit_ids or coap.delete
+//     list, or an empty udp.routes map, becomes nil.
 //
 // Parse calls it; it is idempotent. It changes c's routes and pools in
 // place, so copies of c that share them see the change.
@@ -180,7 +185,15 @@ func (c *Config) Normalize() {
 	if len(c.Modbus.UnitIDs) == 0 {
 		c.Modbus.UnitIDs = nil
 	}
+	for class, pool := range c.UDP.Routes {
+		if pool == "" { // routed to "": not routed
+			delete(c.UDP.Routes, class)
+		}
+	}
 	if len(c.UDP.Routes) == 0 {
 		c.UDP.Routes = nil
+	}
+	if len(c.CoAP.Delete) == 0 {
+		c.CoAP.Delete = nil
 	}
 }

@@ -96,14 +96,14 @@ func TestParseMerge(t *testing.T) {
 				t.Error("unlisted default pool quarantine was dropped")
 			}
 		}},
-		{"new pool starts from zero", "pools:\n  coap:\n    workers: 3\n", func(t *testing.T, c Config) {
-			p := c.Pools["coap"]
-			want := Pool{Workers: 3, Protocols: []string{"coap"}}
+		{"new pool starts from zero", "pools:\n  tls:\n    workers: 3\n", func(t *testing.T, c Config) {
+			p := c.Pools["tls"]
+			want := Pool{Workers: 3, Protocols: []string{"tls"}}
 			if !reflect.DeepEqual(p, want) {
-				t.Errorf("coap pool = %+v, want %+v", p, want)
+				t.Errorf("tls pool = %+v, want %+v", p, want)
 			}
-			if len(c.Pools) != 5 {
-				t.Errorf("pools = %v, want the four defaults and coap", c.Pools)
+			if len(c.Pools) != 6 {
+				t.Errorf("pools = %v, want the five defaults and tls", c.Pools)
 			}
 		}},
 		{"null removes a default pool", "pools:\n  private: ~\n", func(t *testing.T, c Config) {

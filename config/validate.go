@@ -79,6 +79,7 @@ func (c Config) Validate() error {
 	v.checkRoutes()
 	v.checkUDP()
 	v.checkRUDP()
+	v.checkCoAP()
 	return v.result()
 }
 

@@ -58,6 +58,10 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 		case len(look) >= budget || res.Need > budget:
 			l.quarantine(rt, fd, gen, s, sniff.Unknown, protocols.ReasonOversize)
 		case expired:
+			if r := sniff.DetectExpired(look); r.Verdict == sniff.Match {
+				l.classified(rt, fd, gen, s, r.Proto, "") // a bare CoAP CSM, say
+				return
+			}
 			l.quarantine(rt, fd, gen, s, sniff.Unknown, protocols.ReasonTimeout)
 		}
 	default:

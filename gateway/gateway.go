@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/coap"
 	"github.com/edgemux/edgemux/protocols/modbus"
 	"github.com/edgemux/edgemux/protocols/modbus/poll"
 	"github.com/edgemux/edgemux/protocols/modbus/upstream"
@@ -72,6 +73,7 @@ type Gateway struct {
 	priv    *private.Handler
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
+	coap    *coap.Handler // CoAP over TCP and UDP
 
 	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
 	pools        []*pool
@@ -143,10 +145,12 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.mb.SetUpstream(g.up)
 	g.poller = poll.New(pollDevices(cfg.Modbus.Upstream, g.up), g.bus, log.With("component", "modbus-poll"))
 	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
+	g.coap = coap.New(cfg.CoAP, g.bus, log.With("component", "coap"))
 	handlers := map[string]protocols.Handler{
 		"private":    g.priv,
 		"websocket":  g.ws,
 		"modbus":     g.mb,
+		"coap":       g.coap,
 		"quarantine": quarantine.NewHandler(g.book, cfg.Quarantine),
 	}
 	for name, h := range opt.Handlers {
@@ -162,6 +166,9 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	dgram, err := g.datagramHandlers(opt)
 	if err != nil {
 		return nil, err
+	}
+	if dgram["coap"] == nil {
+		dgram["coap"] = g.coap
 	}
 	if err := g.buildPools(handlers, dgram); err != nil {
 		return nil, err
@@ -210,6 +217,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 		{"bus", cfg.Bus != g.cfg.Bus},
 		{"admin.enabled/idle_timeout", cfg.Admin.Enabled != g.cfg.Admin.Enabled || cfg.Admin.IdleTimeout != g.cfg.Admin.IdleTimeout},
 		{"udp", !reflect.DeepEqual(cfg.UDP, g.cfg.UDP)},
+		{"coap", !reflect.DeepEqual(cfg.CoAP, g.cfg.CoAP)},
 	} {
 		if s.changed {
 			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))

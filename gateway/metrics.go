@@ -127,10 +127,11 @@ var (
 	descWebSocket  = prometheus.NewDesc("edgemux_websocket_total", "WebSocket handler counters, by event (protocols/websocket Stats).", []string{"event"}, nil)
 	descModbus     = prometheus.NewDesc("edgemux_modbus_total", "Modbus server counters, by event (protocols/modbus Stats).", []string{"event"}, nil)
 	descPrivate    = prometheus.NewDesc("edgemux_private_total", "Private protocol handler counters, by event (protocols/private Stats).", []string{"event"}, nil)
+	descCoAP       = prometheus.NewDesc("edgemux_coap_total", "CoAP handler counters (UDP and TCP), by event (protocols/coap Stats).", []string{"event"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted, descCoAP} {
 		ch <- d
 	}
 }
@@ -169,6 +170,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	collectCounters(ch, descModbus, g.mb.Stats().Counters())
 	collectModbusDevices(ch, g)
 	collectCounters(ch, descPrivate, g.priv.Stats().Counters())
+	collectCounters(ch, descCoAP, g.coap.Stats().Counters())
 	ch <- prometheus.MustNewConstMetric(descForwards, prometheus.GaugeValue, float64(g.fwd.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descSniffing, prometheus.GaugeValue, float64(g.limits.stillSniffing()))
 }

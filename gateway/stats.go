@@ -31,6 +31,7 @@ type Stats struct {
 	ModbusDevices []ModbusDevice            `json:"modbus_devices"` // upstream devices' health (mbdevices.go)
 	Private       map[string]uint64         `json:"private"`        // protocols/private counters
 	RUDP          map[string]uint64         `json:"rudp"`           // the reliable UDP core's sessions (edgemux_rudp_* in /metrics)
+	CoAP          map[string]uint64         `json:"coap"`           // protocols/coap counters
 	Stale         uint64                    `json:"stale_events"`
 	Forwarding    int64                     `json:"forwarding"`
 }
@@ -121,6 +122,7 @@ func (g *Gateway) Snapshot() Stats {
 		"sessions": uint64(max(ss.Open, 0)), "opened": ss.Opened, "retries": hs.Endpoints.Retries,
 		"bad_cookies": hs.Endpoints.BadCookies, "refused": hs.Endpoints.Refused, "malformed": hs.Endpoints.Malformed,
 	}
+	st.CoAP = counterMap(g.coap.Stats().Counters())
 	return st
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,12 +34,25 @@ func TestUDPDatagramsClassified(t *testing.T) {
 		return metric(m, `edgemux_datagrams_total{class="coap"}`) == "3" &&
 			metric(m, `edgemux_datagrams_total{class="rudp"}`) == "1" &&
 			metric(m, `edgemux_datagrams_total{class="unknown"}`) == "1" &&
-			// By default only rudp is routed (to the private pool,
-			// whose endpoint counts this header-only one as
-			// malformed): the others are dropped.
-			metric(m, `edgemux_datagram_drops_total{reason="unrouted"}`) == "4" &&
+			// By default rudp (to the private pool, whose endpoint
+			// counts this header-only one as malformed) and CoAP are
+			// routed: the rest is dropped.
+			metric(m, `edgemux_datagram_drops_total{reason="unrouted"}`) == "1" &&
 			metric(m, `edgemux_rudp_events_total{event="malformed"}`) == "1"
 	})
+	// The CoAP pool answers: the same ACK 4.04 three times, the first
+	// served and the duplicates (same Message ID) from its response cache.
+	buf := make([]byte, 2048)
+	for i := range 3 {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if n < 4 || buf[0]>>4 != 0x6 || buf[1] != 0x84 || buf[2] != 0x12 || buf[3] != 0x34 {
+			t.Fatalf("answer %d = % x, want ACK 4.04 for message 0x1234", i, buf[:n])
+		}
+	}
 }
 
 // TestUDPBuffersReported: the socket buffers the kernel gave are what

@@ -37,9 +37,10 @@
 // the two bytes 00 E1, which is also a plausible Modbus transaction id. Modbus
 // rules itself out as soon as bytes 2..7 contradict it (protocol id, length or
 // function code), so a CSM followed by options or by a next message resolves
-// at once; a lone two-byte CSM followed by silence stays NeedMore and is
-// settled by the sniff deadline (probe or quarantine). That is accepted: real
-// CoAP clients send options with their CSM or a request right after it.
+// at once; a lone two-byte CSM followed by silence stays NeedMore until the
+// sniff deadline, when DetectExpired settles it: no Modbus master sends two
+// bytes of a request and waits, and a CoAP client that sent a bare CSM may
+// well be waiting for the server's before it says more.
 //
 // HTTP/2 with prior knowledge ("PRI * HTTP/2.0") is not an HTTP/1.x method and
 // is not recognised; HTTPUpgrade tells a WebSocket handshake from plain HTTP
@@ -148,6 +149,20 @@ var detectors = [...]detector{
 	{CoAP, DetectCoAPTCP},
 	{TLS, DetectTLS},
 	{HTTP, DetectHTTP},
+}
+
+// DetectExpired is Detect for a prefix that will not grow: the sniff
+// deadline passed. A detector that still needs more bytes is out, so the
+// first that says Match wins; otherwise the result is Detect's. Only the
+// bare CoAP CSM (00 E1) that Modbus could still have claimed is decided by
+// it today.
+func DetectExpired(prefix []byte) Result {
+	for i := range detectors {
+		if verdict, _ := detectors[i].detect(prefix); verdict == Match {
+			return Result{Proto: detectors[i].proto, Verdict: Match}
+		}
+	}
+	return Detect(prefix)
 }
 
 // Detect classifies the first bytes of a TCP flow. It walks the detectors in

@@ -219,3 +219,27 @@ func BenchmarkDetect(b *testing.B) {
 		})
 	}
 }
+
+// TestDetectExpired: at the sniff deadline a bare CSM, which Modbus could
+// still have claimed with more bytes, is CoAP; what is still undecided
+// otherwise stays so, and what Detect decides is unchanged.
+func TestDetectExpired(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   []byte
+		want Result
+	}{
+		{"bare CSM", []byte{0x00, 0xe1}, Result{Proto: CoAP, Verdict: Match}},
+		{"CSM with options", libcoapCSM, Result{Proto: CoAP, Verdict: Match}},
+		{"half a Modbus header", []byte{0x00, 0x01, 0x00}, Detect([]byte{0x00, 0x01, 0x00})},
+		{"HTTP", []byte("GET / HTTP/1.1\r\n"), Result{Proto: HTTP, Verdict: Match}},
+		{"nothing known", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Result{Verdict: No}},
+	} {
+		if got := DetectExpired(tt.in); got != tt.want {
+			t.Errorf("%s: DetectExpired = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+	if got := Detect([]byte{0x00, 0xe1}); got.Verdict != NeedMore {
+		t.Errorf("Detect of a bare CSM = %+v: the deadline should still decide it", got)
+	}
+}
