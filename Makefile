@@ -55,7 +55,7 @@ cross:
 # atomic.Uint64), and Go's 64-bit atomics panic on a word that is not
 # 8-aligned there (sync/atomic, "Bugs"). -short: emulation is some 20x
 # slower, and the long loads (rudp's minute of telemetry) add nothing here.
-ARM_PKGS = ./registry ./route/... ./sniff ./config ./protocols ./protocols/private ./protocols/modbus ./protocols/websocket ./protocols/quarantine ./protocols/coap ./protocols/rudp/...
+ARM_PKGS = ./registry ./route/... ./sniff ./config ./protocols ./protocols/private ./protocols/modbus ./protocols/websocket ./protocols/quarantine ./protocols/modbus/wire ./protocols/modbus/poll ./protocols/coap ./protocols/rudp/...
 arm:
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -short -count=1 -exec qemu-arm $(ARM_PKGS)
 

@@ -53,7 +53,7 @@ func TestPlanCovers(t *testing.T) {
 	types := []Type{U16, I32, F64, Bool, String}
 	for seed := range 500 {
 		var tags []Tag
-		x := uint32(seed*2654435761 + 1)
+		x := uint32(seed)*2654435761 + 1
 		next := func(n int) int { x ^= x << 13; x ^= x >> 17; x ^= x << 5; return int(x % uint32(n)) }
 		for range 1 + next(40) {
 			tb := Table(1 + next(4))
