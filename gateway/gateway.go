@@ -167,9 +167,6 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dgram["coap"] == nil {
-		dgram["coap"] = g.coap
-	}
 	if err := g.buildPools(handlers, dgram); err != nil {
 		return nil, err
 	}
@@ -248,8 +245,8 @@ func (g *Gateway) Reload(cfg config.Config) error {
 }
 
 // datagramHandlers are the datagram handlers by class name: the
-// reliable UDP core carrying the private protocol (rudp), and those of
-// opt, which add or replace.
+// reliable UDP core carrying the private protocol (rudp), CoAP, and those
+// of opt, which add or replace.
 func (g *Gateway) datagramHandlers(opt Options) (map[string]protocols.DatagramHandler, error) {
 	rcfg, err := rudpConfig(g.cfg.RUDP)
 	if err != nil {
@@ -260,7 +257,7 @@ func (g *Gateway) datagramHandlers(opt Options) (map[string]protocols.DatagramHa
 		return nil, err
 	}
 	g.rudp, g.streams = h, streams
-	hs := map[string]protocols.DatagramHandler{"rudp": h}
+	hs := map[string]protocols.DatagramHandler{"rudp": h, "coap": g.coap}
 	for name, h := range opt.DatagramHandlers {
 		hs[name] = h
 	}
