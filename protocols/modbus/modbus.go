@@ -18,7 +18,11 @@
 // Not here yet: the poller and the probe for dial-in devices.
 package modbus
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/edgemux/edgemux/protocols/modbus/wire"
+)
 
 // Errors a session gives its worker for closing. All mean a misbehaving
 // peer and wrap protocols.ErrMalformed too.
@@ -39,16 +43,16 @@ const (
 	NoValueZero      = "zero"      // 0, as if the value were 0
 )
 
-// Function codes served.
+// Function codes served: the ones package wire frames for the master side.
 const (
-	ReadCoils              = 0x01
-	ReadDiscreteInputs     = 0x02
-	ReadHoldingRegisters   = 0x03
-	ReadInputRegisters     = 0x04
-	WriteSingleCoil        = 0x05
-	WriteSingleRegister    = 0x06
-	WriteMultipleCoils     = 0x0F
-	WriteMultipleRegisters = 0x10
+	ReadCoils              = wire.ReadCoils
+	ReadDiscreteInputs     = wire.ReadDiscreteInputs
+	ReadHoldingRegisters   = wire.ReadHoldingRegisters
+	ReadInputRegisters     = wire.ReadInputRegisters
+	WriteSingleCoil        = wire.WriteSingleCoil
+	WriteSingleRegister    = wire.WriteSingleRegister
+	WriteMultipleCoils     = wire.WriteMultipleCoils
+	WriteMultipleRegisters = wire.WriteMultipleRegisters
 )
 
 // Exception codes (Modbus Application Protocol §7).
