@@ -112,15 +112,7 @@ func TestUDPRecvBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.close()
-	sa, err := unix.Getsockname(u.fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialSocket(t, u)
 	sent := make([][]byte, n)
 	for i := range sent {
 		// CoAP CON GET with message id i and i bytes of token: every
@@ -189,15 +181,7 @@ func TestUDPBatchAsConfigured(t *testing.T) {
 	if len(u.msgs) != 1024 {
 		t.Fatalf("batch 1024 gave %d receive slots", len(u.msgs))
 	}
-	sa, err := unix.Getsockname(u.fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialSocket(t, u)
 	for i := range n {
 		before := rcvMem(t, u.fd)
 		if _, err := c.Write([]byte{0x40, 0x01, 0x00, byte(i)}); err != nil {
@@ -245,4 +229,19 @@ func TestPortTakenForUDPTriesAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectReleased(t, g, fds, goroutines)
+}
+
+// dialSocket is a client socket connected to u, closed when the test ends.
+func dialSocket(t *testing.T, u *udpSocket) *net.UDPConn {
+	t.Helper()
+	sa, err := unix.Getsockname(u.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrPort(sa)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -56,16 +56,7 @@ func TestManySessionsNoLeak(t *testing.T) {
 		total = 10_000
 	}
 	now := simStart
-	ep, err := NewEndpoint(Config{}, EndpointOptions{OnReadable: func(c *Conn) {
-		for {
-			if _, ok := c.ReadMessage(nil); !ok {
-				return
-			}
-		}
-	}}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep := readingEndpoint(t, now)
 	buf := make([]byte, 0, MaxDatagram)
 	base := heapInUse()
 	clients := make([]*Client, 1000)
@@ -115,16 +106,7 @@ func TestIdleSessionMemory(t *testing.T) {
 		total = 10_000
 	}
 	now := simStart
-	ep, err := NewEndpoint(Config{}, EndpointOptions{OnReadable: func(c *Conn) {
-		for {
-			if _, ok := c.ReadMessage(nil); !ok {
-				return
-			}
-		}
-	}}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep := readingEndpoint(t, now)
 	buf := make([]byte, 0, MaxDatagram)
 	pkt := make([]byte, 0, MaxDatagram)
 	drain := func() {
@@ -161,4 +143,21 @@ func TestIdleSessionMemory(t *testing.T) {
 		t.Fatalf("%.0f bytes per idle session, over 2 KiB", per)
 	}
 	runtime.KeepAlive(ep)
+}
+
+// readingEndpoint is an endpoint whose application reads every message
+// as it arrives, so only the sessions' own state stays.
+func readingEndpoint(t *testing.T, now time.Time) *Endpoint {
+	t.Helper()
+	ep, err := NewEndpoint(Config{}, EndpointOptions{OnReadable: func(c *Conn) {
+		for {
+			if _, ok := c.ReadMessage(nil); !ok {
+				return
+			}
+		}
+	}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }
