@@ -1,9 +1,11 @@
 // Package config loads, defaults and validates edgemux's YAML configuration.
 //
-// Parse decodes with yaml.v3 and KnownFields(true), so a misspelt key is an
-// error with its line. Defaults is the one place defaults live; Validate
-// reports every problem at once (errors.Join), each with its field path and
-// the line it came from.
+// Parse walks the YAML against Config's shape (schema.go), so every
+// misspelt key (with a "did you mean"), value of the wrong kind and key set
+// twice is an error with its field path and line, then decodes with
+// yaml.v3. Defaults is the one place defaults live; Validate reports every
+// problem at once (errors.Join), each with its field path and the line it
+// came from; Load reports both kinds together, in file order.
 package config
 
 import "time"

@@ -18,23 +18,36 @@ import (
 // tells a validation failure from a read or decode failure.
 var ErrInvalid = errors.New("config: invalid value")
 
-// FieldError is one problem Validate found.
+// FieldError is one problem Validate (or, for the file's shape, Parse)
+// found, or one warning Warnings found.
 type FieldError struct {
-	Path    string // field path, e.g. "limits.max_conns" or "routes[2].backend"
+	Path    string // field path, e.g. "limits.max_conns" or "routes[2].backend"; "" = the whole file
 	Line    int    // line in the file (of the field or its nearest parent); 0 if unknown
 	Problem string // what is wrong, e.g. "must be between 1 and 1000000"
+	kind    error  // what Unwrap returns; nil = ErrInvalid
 }
 
 // Error reads `path: problem (line N)`, without the line when unknown.
 func (e *FieldError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s: %s (line %d)", e.Path, e.Problem, e.Line)
+	s := e.Problem
+	if e.Path != "" {
+		s = e.Path + ": " + s
 	}
-	return e.Path + ": " + e.Problem
+	if e.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return s
 }
 
-// Unwrap returns ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap returns ErrInvalid for a value Validate refused, ErrDecode for a
+// key or value that does not fit the file's shape, ErrWarning for a
+// warning.
+func (e *FieldError) Unwrap() error {
+	if e.kind != nil {
+		return e.kind
+	}
+	return ErrInvalid
+}
 
 // Limits on the lists themselves, so a generated file cannot make the
 // gateway build thousands of pools or scan thousands of routes.
@@ -104,13 +117,19 @@ func (v *validator) fail(path, format string, args ...any) {
 
 // result joins the problems in file order, those without a line last.
 func (v *validator) result() error {
-	slices.SortStableFunc(v.problems, func(a, b error) int {
-		return sortLine(a) - sortLine(b)
-	})
+	sortByLine(v.problems)
 	if v.dropped > 0 {
 		v.problems = append(v.problems, fmt.Errorf("%w: %d more problems not shown", ErrInvalid, v.dropped))
 	}
 	return errors.Join(v.problems...)
+}
+
+// sortByLine orders problems by their line in the file, those without a
+// line last, keeping the order of those on one line.
+func sortByLine(problems []error) {
+	slices.SortStableFunc(problems, func(a, b error) int {
+		return sortLine(a) - sortLine(b)
+	})
 }
 
 func sortLine(err error) int {
