@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -53,4 +55,58 @@ modbus.tags[2].tpoic: unknown key; did you mean modbus.tags[2].topic? (line 14)
 	if code != 1 || stdout != "" || stderr != want {
 		t.Errorf("check: code %d, stdout %q, stderr:\n%s\nwant code 1, stderr:\n%s", code, stdout, stderr, want)
 	}
+}
+
+// routesWithoutWebSocket replaces the default routes and leaves the
+// WebSocket out: it loads, and check says what it turns off.
+const routesWithoutWebSocket = `listen: 127.0.0.1:0
+loops: 1
+routes:
+  - {match: {proto: private}, action: handle}
+  - {match: {proto: modbus}, action: handle}
+  - {match: {proto: coap}, action: handle}
+  - {match: {proto: http}, action: admin}
+  - {match: {proto: "*"}, action: quarantine}
+`
+
+// TestCheckWarns: a config that loads but turns a protocol off is ok,
+// exit 0, with the warning naming the key, the line and the fix.
+func TestCheckWarns(t *testing.T) {
+	code, path, stdout, stderr := checkFile(t, routesWithoutWebSocket)
+	want := path + `: ok
+warning: routes: no route for proto websocket: WebSocket upgrades are taken for plain HTTP, so /ws and the dashboard's live feed answer 404; add - {match: {proto: websocket}, action: handle} to routes before the http route, or - {match: {proto: websocket}, action: quarantine} to turn it off on purpose (line 3)
+`
+	if code != 0 || stdout != want || stderr != "" {
+		t.Errorf("check: code %d, stderr %q, stdout:\n%s\nwant code 0, stdout:\n%s", code, stderr, stdout, want)
+	}
+}
+
+// TestStartupWarns: the gateway starts with such a config, and its log
+// says the same as check.
+func TestStartupWarns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "edgemux")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
+	os.WriteFile(cfgFile, []byte(routesWithoutWebSocket), 0o644)
+	cmd := exec.Command(bin, "run", "-c", cfgFile)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	logs := make(chan string, 100)
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			logs <- lines.Text()
+		}
+		close(logs)
+	}()
+	waitLog(t, logs, `level=WARN msg=config key=routes line=3 warning="no route for proto websocket: WebSocket upgrades are taken for plain HTTP, so /ws`)
+	waitLog(t, logs, "addr=127.0.0.1:") // and it serves
 }

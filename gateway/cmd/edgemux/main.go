@@ -1,7 +1,8 @@
 // Command edgemux runs the multi-protocol edge gateway.
 //
 //	edgemux [run] [-c FILE]   run (without -c: the embedded default config)
-//	edgemux check -c FILE     validate a config file; every error, exit 1
+//	edgemux check -c FILE     validate a config file: ok and any warnings,
+//	                          exit 0; or every error, exit 1
 //	edgemux version           print the version
 //
 // SIGTERM and SIGINT drain and exit; SIGHUP reloads routes and limits from
@@ -52,11 +53,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "edgemux check: -c FILE is required")
 			return 2
 		}
-		if _, err := config.Load(*file); err != nil {
+		cfg, err := config.Load(*file)
+		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 		fmt.Fprintln(stdout, *file+": ok")
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stdout, "warning:", w)
+		}
 		return 0
 	case "run":
 		return serve(*file, *drain, stderr)
@@ -80,6 +85,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 	}
 	proc, log := newProcess(cfg.Log, stderr)
 	proc.apply(cfg, log)
+	logWarnings(cfg, log)
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -119,8 +125,17 @@ func reload(g *gateway.Gateway, file string, proc *process, log *slog.Logger) {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
 		return
 	}
+	logWarnings(cfg, log)
 	if err := g.Reload(cfg); err != nil {
 		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
 	}
 	proc.apply(cfg, log)
+}
+
+// logWarnings logs what `edgemux check` warns about: the gateway starts
+// (or reloads) anyway.
+func logWarnings(cfg config.Config, log *slog.Logger) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("config", "key", w.Path, "line", w.Line, "warning", w.Problem)
+	}
 }
