@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -87,26 +85,9 @@ func TestStartupWarns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "edgemux")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
 	os.WriteFile(cfgFile, []byte(routesWithoutWebSocket), 0o644)
-	cmd := exec.Command(bin, "run", "-c", cfgFile)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	logs := make(chan string, 100)
-	go func() {
-		lines := bufio.NewScanner(stderr)
-		for lines.Scan() {
-			logs <- lines.Text()
-		}
-		close(logs)
-	}()
+	logs := runBinary(t, cfgFile)
 	waitLog(t, logs, `level=WARN msg=config key=routes line=3 warning="no route for proto websocket: WebSocket upgrades are taken for plain HTTP, so /ws`)
 	waitLog(t, logs, "addr=127.0.0.1:") // and it serves
 }
