@@ -213,10 +213,20 @@ func (w *schemaWalk) scalar(n *yaml.Node, t reflect.Type, path, want string) {
 		return
 	}
 	hint := ""
-	if t == durationType && n.ShortTag() == "!!int" {
+	switch {
+	case t == durationType && n.ShortTag() == "!!int":
 		hint = ": a number needs a unit (ms, s, m, h)"
+	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 && fitsUnquoted(n, t):
+		hint = ": write it without quotes"
 	}
 	w.refuse(n, path, "%s is not %s%s", describe(n), want, hint)
+}
+
+// fitsUnquoted reports whether the quoted scalar n would decode into a t
+// written without its quotes ("100" for a number).
+func fitsUnquoted(n *yaml.Node, t reflect.Type) bool {
+	plain := yaml.Node{Kind: yaml.ScalarNode, Value: n.Value}
+	return plain.Decode(reflect.New(t).Interface()) == nil
 }
 
 func isInt(t reflect.Type) bool {

@@ -56,6 +56,8 @@ func TestSchemaWrongKinds(t *testing.T) {
 		{"sniff:\n  deadline: 3\n", `sniff.deadline: 3 is not a duration (e.g. 500ms, 3s): a number needs a unit (ms, s, m, h) (line 2)`},
 		{"limits:\n  max_conns: many\n", `limits.max_conns: "many" is not a whole number (line 2)`},
 		{"limits:\n  max_conns: 1.5\n", `limits.max_conns: 1.5 is not a whole number (line 2)`},
+		{"limits:\n  max_conns: \"100\"\n", `limits.max_conns: "100" is not a whole number: write it without quotes (line 2)`},
+		{"pin_cpus: 'true'\n", `pin_cpus: "true" is not true or false: write it without quotes (line 1)`},
 		{"pin_cpus: maybe\n", `pin_cpus: "maybe" is not true or false (line 1)`},
 		{"limits: [1, 2]\n", `limits: expected a section of keys (max_conns, max_conns_per_ip, max_sniffing, ...), not a list (line 1)`},
 		{"pools: [private]\n", `pools: expected a mapping of name: value, not a list (line 1)`},
