@@ -447,7 +447,8 @@ func (v *validator) checkUDP() {
 			continue // not routed: counted and dropped
 		}
 		if _, ok := v.c.Pools[pool]; !ok || pool == quarantinePool {
-			v.fail(at, "must name a pool in pools other than %s, not %q", quarantinePool, pool)
+			v.fail(at, "must name a pool in pools other than %s, not %q (pools: %s; or %s: \"\" to drop %s datagrams)",
+				quarantinePool, pool, strings.Join(v.poolNames(), ", "), class, class)
 		}
 	}
 }
@@ -474,6 +475,18 @@ func (v *validator) checkRUDP() {
 	if r.MinRTO > r.MaxRTO {
 		v.fail("rudp.max_rto", "must be at least rudp.min_rto (%s), not %s", shortDuration(r.MinRTO), shortDuration(r.MaxRTO))
 	}
+}
+
+// poolNames lists the configured pools but quarantine, sorted.
+func (v *validator) poolNames() []string {
+	names := make([]string, 0, len(v.c.Pools))
+	for name := range v.c.Pools {
+		if name != quarantinePool {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // takesDatagrams reports whether a udp.routes entry sends datagrams to

@@ -148,7 +148,7 @@ var validateCases = []struct {
 	{"coap delete filter", "coap:\n  delete: [\"a/#/b\"]\n", "coap.delete[0]", 2, "last level"},
 	{"coap delete wildcard", "coap:\n  delete: [\"a/b+\"]\n", "coap.delete[0]", 2, "whole level"},
 	{"udp route class", "udp:\n  routes:\n    modbus: private\n", "udp.routes.modbus", 3, "coap | rudp"},
-	{"udp route pool", "udp:\n  routes:\n    rudp: nowhere\n", "udp.routes.rudp", 3, `pool in pools other than quarantine, not "nowhere"`},
+	{"udp route pool", "udp:\n  routes:\n    rudp: nowhere\n", "udp.routes.rudp", 3, `pool in pools other than quarantine, not "nowhere" (pools: coap, modbus, private, websocket; or rudp: "" to drop rudp datagrams)`},
 	{"udp route quarantine", "udp:\n  routes:\n    coap: quarantine\n", "udp.routes.coap", 3, "other than quarantine"},
 	{"udp route to a removed pool", "pools:\n  private: ~\nudp:\n  routes:\n    rudp: private\n", "udp.routes.rudp", 5, `not "private"`},
 	{"rudp datagram over udp's", "rudp:\n  max_datagram: 4000\n", "rudp.max_datagram", 2, "at most udp.max_datagram (2048)"},
