@@ -186,12 +186,16 @@ func (p *Poller) poll(d *polled) {
 }
 
 func (p *Poller) emit(d *polled, i int, s Sample) {
-	t := &d.Tags[i]
-	if !d.state[i].publish(s, d.OnChange, t.Deadband) {
+	t, st := &d.Tags[i], &d.state[i]
+	wasPublished, last := st.published, st.last
+	if !st.publish(s, d.OnChange, t.Deadband) {
 		return
 	}
 	d.buf = s.AppendPayload(d.buf[:0])
 	if err := p.pub.Publish(t.Topic, d.buf, Source); err != nil {
+		// Not on the bus: on change, the next poll offers it again
+		// (unchanged values included) until the bus takes it.
+		st.published, st.last = wasPublished, last
 		d.dropped.Add(1)
 		p.log.Debug("poll: publish refused", "topic", t.Topic, "err", err)
 		return

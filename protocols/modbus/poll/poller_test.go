@@ -158,3 +158,30 @@ func TestPublishDecision(t *testing.T) {
 		t.Fatalf("refused: %s", refused.AppendPayload(nil))
 	}
 }
+
+// TestOnChangeRetriesRefused: on change, a sample the bus refused (its
+// cache full) is not taken as published: each poll offers it again, and
+// once the cache has room the value arrives although it never changed.
+func TestOnChangeRetriesRefused(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second, Retries: 2})
+	line.Start()
+	t.Cleanup(line.Close)
+	b := bus.New(bus.Options{MaxTopics: 1})
+	if err := b.Publish("junk", []byte("x"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(t, []Device{{Dev: dev, Interval: 20 * time.Millisecond, OnChange: true,
+		Tags: []PolledTag{{Tag: Tag{Topic: "r/h0", Table: Holding, Type: U16}}}}}, b)
+	upstreamtest.Wait(t, "three refused samples", func() bool { return p.Stats()[0].Dropped >= 3 })
+	if _, ok := b.Get("r/h0"); ok {
+		t.Fatal("a refused sample is in the cache")
+	}
+	b.Forget("junk")
+	upstreamtest.Wait(t, "the unchanged value published", func() bool { got, ok := lastPayload(t, b, "r/h0"); return ok && got.V == 1000.0 })
+	p.Close()
+	if st := p.Stats()[0]; st.Published != 1 {
+		t.Fatalf("stats %+v: want the value published once, when the bus took it", st)
+	}
+}
