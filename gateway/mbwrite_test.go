@@ -157,6 +157,9 @@ modbus:
 	if got := readDevice(10); got != 55 {
 		t.Fatalf("pymodbus holds %d after the master's write, want 55", got)
 	}
+	if got, err := master.ReadHoldingRegisters(0, 1); err != nil || got[0] != 0 || got[1] != 55 {
+		t.Fatalf("the master reads the polled value back: % x, %v; want 55", got, err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), rbIOTimeout)
 	defer cancel()
