@@ -130,6 +130,10 @@ func (v *validator) checkModbusPollTag(at string, t ModbusPollTag, maxRegs int) 
 	if t.Writable && t.Table != "coil" && (t.Table != "holding" || t.Type == "bool" || t.Bits > 0) {
 		v.fail(at+".writable", "only a coil or a whole value in holding registers can be written, not %s %s (a bit of a register cannot be written alone)", t.Table, t.Type)
 	}
+	if t.Writable && (len(t.Topic)+len("/$result") > maxModbusTopic || strings.Count(t.Topic, "/")+1 >= 32) {
+		v.fail(at+".topic", "a writable tag's topic leaves room for its result topic (<topic>/$result): at most %d bytes and 31 levels",
+			maxModbusTopic-len("/$result"))
+	}
 	if t.ReadBack && !t.Writable {
 		v.fail(at+".readback", "is for writable tags")
 	}

@@ -73,6 +73,8 @@ var validateCases = []struct {
 		"modbus.upstream.devices[0].poll.tags[0].readback", 11, "writable"},
 	{"poll topic twice", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1'}\n    devices:\n      - name: d\n        line: a\n        unit_id: 1\n        poll:\n          tags:\n            - {topic: t, table: holding, type: uint16}\n            - {topic: t, table: holding, address: 1, type: uint16}\n",
 		"modbus.upstream.devices[0].poll.tags[1].topic", 12, "already"},
+	{"poll writable topic too long", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1'}\n    devices:\n      - name: d\n        line: a\n        unit_id: 1\n        poll:\n          tags:\n            - {topic: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, table: holding, type: uint16, writable: true}\n",
+		"modbus.upstream.devices[0].poll.tags[0].topic", 11, "result topic"},
 	{"poll interval", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1'}\n    devices:\n      - name: d\n        line: a\n        unit_id: 1\n        poll:\n          interval: 1ms\n", "modbus.upstream.devices[0].poll.interval", 10, "10ms"},
 	{"upstream unit id", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1'}\n    devices:\n      - {name: d, line: a, unit_id: 248}\n", "modbus.upstream.devices[0].unit_id", 6, "247"},
 	{"modbus overlap", "modbus:\n  tags:\n    - {topic: a, table: holding, address: 0, type: uint32}\n    - {topic: b, table: holding, address: 1, type: int16}\n",
