@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,11 +96,11 @@ func (w *mbWatch) until(t *testing.T, what string, cond func(last map[string]mbV
 }
 
 // TestModbusPollWriteFromClients: pymodbus over TCP polled from YAML; a
-// WebSocket client writes a scaled setpoint and a Modbus master writes
-// one through the register map, each reaching the device (read from
+// WebSocket client writes a scaled setpoint, a Modbus master writes one
+// through the register map and libcoap's client one with a CoAP PUT, each reaching the device (read from
 // pymodbus directly) and coming back as the polled value; a private
-// client writing a read-only tag gets NOT_WRITABLE, a WebSocket client
-// writing a word gets bad-value, and a write the device refuses is told
+// client writing a read-only tag gets NOT_WRITABLE (CoAP: 4.03), a
+// WebSocket client writing a word gets bad-value (CoAP, out of range: 4.00), and a write the device refuses is told
 // on the result topic; no refused value is ever delivered as the tag's.
 func TestModbusPollWriteFromClients(t *testing.T) {
 	dev := upstreamtest.TCPDevice(t, 1)
@@ -180,6 +181,19 @@ modbus:
 	if err := writer.Publish("plant/far", []byte("5"), true); err != nil {
 		t.Fatalf("private PUB to a writable tag: %v", err)
 	}
+	coap := "coap://" + g.Addr().String() + "/t/plant/"
+	if out := coapRun(t, "-m", "put", "-e", "7", coap+"ro"); !strings.Contains(out, "4.03") {
+		t.Fatalf("CoAP PUT to a read-only tag: %q, want 4.03", out)
+	}
+	if out := coapRun(t, "-m", "put", "-e", "1e9", coap+"sp"); !strings.Contains(out, "4.00") {
+		t.Fatalf("CoAP PUT of a value out of range: %q, want 4.00", out)
+	}
+	coapRun(t, "-m", "put", "-e", "2.5", coap+"sp")
+	w.until(t, "the CoAP write polled back", func(l map[string]mbValue) bool { return l["plant/sp"].V == 2.5 })
+	if _, err := master.WriteSingleRegister(0, 55); err != nil {
+		t.Fatal(err)
+	}
+	w.until(t, "the master's write again", func(l map[string]mbValue) bool { return l["plant/sp"].V == 5.5 })
 	w.until(t, "the device's refusal", func(l map[string]mbValue) bool {
 		r := l["plant/far/$result"]
 		return r.OK != nil && !*r.OK && r.Err == "exception 0x02"
