@@ -2,6 +2,7 @@ package poll
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +83,71 @@ func TestEncodeWriteRefuses(t *testing.T) {
 			t.Errorf("%+v %q: %x, %v; want ErrValue", c.tag, c.in, pdu, err)
 		}
 	}
+}
+
+// FuzzEncodeWrite: any tag and payload either is refused with
+// ErrNotWritable or ErrValue, or gives a well-formed FC 5, 6 or 16
+// request for the tag's address and width whose data decodes; an
+// unscaled integer's text round-trips exactly.
+func FuzzEncodeWrite(f *testing.F) {
+	f.Add(uint8(3), uint8(2), uint8(0), uint16(7), uint8(1), 0.0, 0.0, []byte("42"))
+	f.Add(uint8(3), uint8(9), uint8(1), uint16(0), uint8(0), 0.1, 5.0, []byte(`{"v":22.5,"q":"good"}`))
+	f.Add(uint8(1), uint8(1), uint8(0), uint16(9), uint8(0), 0.0, 0.0, []byte("on"))
+	f.Add(uint8(3), uint8(10), uint8(2), uint16(1), uint8(3), 0.0, 0.0, []byte("pump"))
+	f.Add(uint8(3), uint8(6), uint8(3), uint16(1), uint8(0), 0.0, 0.0, []byte("18446744073709551615"))
+	f.Fuzz(func(t *testing.T, table, typ, order uint8, addr uint16, length uint8, scale, offset float64, payload []byte) {
+		tag := Tag{Table: Table(table), Type: Type(typ), Order: Order(order % 4), Address: int(addr), Length: int(length),
+			Scale: scale, Offset: offset}
+		pdu, err := EncodeWrite(tag, payload)
+		if err != nil {
+			if !errors.Is(err, ErrNotWritable) && !errors.Is(err, ErrValue) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if a := int(pdu[1])<<8 | int(pdu[2]); a != tag.Address {
+			t.Fatalf("%x: address %d, want %d", pdu, a, tag.Address)
+		}
+		var data []byte
+		switch {
+		case pdu[0] == 5 && len(pdu) == 5 && (pdu[3] == 0 || pdu[3] == 0xFF) && pdu[4] == 0:
+			data = []byte{pdu[3] & 1}
+		case pdu[0] == 6 && len(pdu) == 5 && tag.Width() == 1:
+			data = pdu[3:]
+		case pdu[0] == 16 && len(pdu) == 6+2*tag.Width() && int(pdu[4]) == tag.Width() && int(pdu[5]) == 2*tag.Width():
+			data = pdu[6:]
+		default:
+			t.Fatalf("tag %+v: malformed request %x", tag, pdu)
+		}
+		v, err := Decode(tag, tag.Address, data)
+		if err != nil {
+			if errors.Is(err, ErrNotFinite) { // a finite value scaled back can overflow
+				return
+			}
+			t.Fatalf("tag %+v: %x does not decode: %v", tag, pdu, err)
+		}
+		if v.Kind == KindInt || v.Kind == KindUint {
+			if got := string(v.AppendJSON(nil)); got != string(valueOf(payload)) && isIntegerText(valueOf(payload)) {
+				t.Fatalf("tag %+v: wrote %q, reads %s", tag, payload, got)
+			}
+		}
+	})
+}
+
+// isIntegerText reports whether p is a plain decimal integer (no sign
+// of +, no leading zeros), the text an exact round-trip keeps.
+func isIntegerText(p []byte) bool {
+	s := string(p)
+	if strings.HasPrefix(s, "-") {
+		s = s[1:]
+	}
+	if s == "" || (len(s) > 1 && s[0] == '0') || s == "0" && string(p) == "-0" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
