@@ -31,6 +31,8 @@ type ModbusPollTag struct {
 	Scale    float64 `yaml:"scale"`    // value = raw x scale + offset; 0 = 1
 	Offset   float64 `yaml:"offset"`   //
 	Deadband float64 `yaml:"deadband"` // on_change: changes up to this are not published
+	Writable bool    `yaml:"writable"` // a publish to topic (any protocol) writes the device; coil or whole holding registers
+	ReadBack bool    `yaml:"readback"` // writable: a write is read back before its outcome is published
 }
 
 // Poll limits.
@@ -77,6 +79,21 @@ func (v *validator) checkModbusPoll(at string, d ModbusDevice) {
 	}
 }
 
+// checkModbusPollTopics refuses a topic polled twice: its value has one
+// source, and writes to it one device.
+func (v *validator) checkModbusPollTopics(devs []ModbusDevice) {
+	seen := map[string]bool{}
+	for i, d := range devs {
+		for j, t := range d.Poll.Tags {
+			if seen[t.Topic] && t.Topic != "" {
+				v.fail("modbus.upstream.devices["+strconv.Itoa(i)+"].poll.tags["+strconv.Itoa(j)+"].topic",
+					"%q is already another polled tag's", t.Topic)
+			}
+			seen[t.Topic] = true
+		}
+	}
+}
+
 // checkModbusPollTag checks one polled tag; maxRegs is its device's
 // registers per read, which a tag must fit in.
 func (v *validator) checkModbusPollTag(at string, t ModbusPollTag, maxRegs int) {
@@ -109,6 +126,16 @@ func (v *validator) checkModbusPollTag(at string, t ModbusPollTag, maxRegs int) 
 		(t.Bit > 0 && t.Type != "bool" && t.Type != "uint16") || (bits && t.Bit != 0) {
 		v.fail(at+".bit", "a bit field is bool (bit 0..15) or uint16 (bit + bits within 16) on a register, not bit %d bits %d on %s %s",
 			t.Bit, t.Bits, t.Table, t.Type)
+	}
+	if t.Writable && t.Table != "coil" && (t.Table != "holding" || t.Type == "bool" || t.Bits > 0) {
+		v.fail(at+".writable", "only a coil or a whole value in holding registers can be written, not %s %s (a bit of a register cannot be written alone)", t.Table, t.Type)
+	}
+	if t.Writable && (len(t.Topic)+len("/$result") > maxModbusTopic || strings.Count(t.Topic, "/")+1 >= 32) {
+		v.fail(at+".topic", "a writable tag's topic leaves room for its result topic (<topic>/$result): at most %d bytes and 31 levels",
+			maxModbusTopic-len("/$result"))
+	}
+	if t.ReadBack && !t.Writable {
+		v.fail(at+".readback", "is for writable tags")
 	}
 	for key, f := range map[string]float64{"scale": t.Scale, "offset": t.Offset, "deadband": t.Deadband} {
 		if math.IsNaN(f) || math.IsInf(f, 0) || (key != "offset" && f < 0) {

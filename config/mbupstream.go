@@ -106,6 +106,7 @@ func (v *validator) checkModbusUpstream() {
 		}
 		v.checkModbusPoll(at+".poll", d)
 	}
+	v.checkModbusPollTopics(u.Devices)
 }
 
 // checkModbusSerial checks a line's serial settings.

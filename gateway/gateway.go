@@ -144,6 +144,10 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	g.up = upstream.Build(cfg.Modbus.Upstream, log.With("component", "modbus-upstream"))
 	g.mb.SetUpstream(g.up)
 	g.poller = poll.New(pollDevices(cfg.Modbus.Upstream, g.up), g.bus, log.With("component", "modbus-poll"))
+	// Polled tags' topics are the devices': a publish to one is a write.
+	if err := g.bus.Claim(poll.Source, g.poller.Topics(), g.poller); err != nil {
+		return nil, err
+	}
 	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
 	g.coap = coap.New(cfg.CoAP, g.bus, log.With("component", "coap"))
 	handlers := map[string]protocols.Handler{

@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgemux/edgemux/protocols/modbus/poll"
 	"github.com/edgemux/edgemux/protocols/modbus/upstream"
 )
 
@@ -14,13 +15,22 @@ type ModbusDevice struct {
 	Demoted bool              `json:"demoted"`
 	RTTms   float64           `json:"last_rtt_ms"`
 	Error   string            `json:"last_error,omitempty"`
-	Counts  map[string]uint64 `json:"counts"` // deviceEvents
+	Counts  map[string]uint64 `json:"counts"`         // deviceEvents
+	Poll    *ModbusPoll       `json:"poll,omitempty"` // a polled device's polling (poll.interval set)
+}
+
+// ModbusPoll is a polled device's counters in /api/stats.
+type ModbusPoll struct {
+	Counts     map[string]uint64 `json:"counts"`       // pollEvents
+	LastPollMs int64             `json:"last_poll_ms"` // Unix ms of the last finished poll; 0 before the first
 }
 
 var (
-	descMbDevice  = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
-	descMbRTT     = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
-	descMbDemoted = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
+	descMbDevice   = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
+	descMbRTT      = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
+	descMbPoll     = prometheus.NewDesc("edgemux_modbus_poll_total", "Modbus poller: polls, reads, samples and writes of a polled device, by event.", []string{"device", "line", "event"}, nil)
+	descMbPollLast = prometheus.NewDesc("edgemux_modbus_poll_last_seconds", "Modbus poller: Unix time of the device's last finished poll (0 before the first).", []string{"device", "line"}, nil)
+	descMbDemoted  = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
 )
 
 // deviceEvents names a device's counters, in a fixed order.
@@ -37,14 +47,48 @@ func deviceEvents(h upstream.Health) []struct {
 	}
 }
 
-// modbusDevices is the devices' health for /api/stats.
+// pollEvents names a polled device's counters, in a fixed order.
+func pollEvents(s poll.Stats) []struct {
+	name string
+	n    uint64
+} {
+	return []struct {
+		name string
+		n    uint64
+	}{
+		{"polls", s.Polls}, {"reads", s.Reads}, {"read_failed", s.Failed}, {"read_refused", s.Refused},
+		{"published", s.Published}, {"publish_refused", s.Dropped}, {"decode_errors", s.Decode},
+		{"writes", s.Writes}, {"writes_ok", s.WritesOK}, {"writes_failed", s.WritesBad},
+	}
+}
+
+// pollStats is the poller's counters by device name.
+func (g *Gateway) pollStats() map[string]poll.Stats {
+	out := map[string]poll.Stats{}
+	for _, s := range g.poller.Stats() {
+		out[s.Device] = s
+	}
+	return out
+}
+
+// modbusDevices is the devices' health, and polling, for /api/stats.
 func (g *Gateway) modbusDevices() []ModbusDevice {
 	var out []ModbusDevice
+	polled := g.pollStats()
 	for _, h := range g.up.Health() {
 		d := ModbusDevice{Name: h.Name, Line: h.Line, Unit: int(h.Unit), Demoted: h.Demoted,
 			RTTms: float64(h.LastRTT.Microseconds()) / 1000, Error: h.LastError, Counts: map[string]uint64{}}
 		for _, e := range deviceEvents(h) {
 			d.Counts[e.name] = e.n
+		}
+		if s, ok := polled[h.Name]; ok {
+			d.Poll = &ModbusPoll{Counts: map[string]uint64{}}
+			for _, e := range pollEvents(s) {
+				d.Poll.Counts[e.name] = e.n
+			}
+			if !s.LastPoll.IsZero() {
+				d.Poll.LastPollMs = s.LastPoll.UnixMilli()
+			}
 		}
 		out = append(out, d)
 	}
@@ -63,5 +107,26 @@ func collectModbusDevices(ch chan<- prometheus.Metric, g *Gateway) {
 			demoted = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descMbDemoted, prometheus.GaugeValue, demoted, h.Name, h.Line)
+	}
+	collectModbusPoll(ch, g)
+}
+
+// collectModbusPoll reports the polled devices' counters in /metrics,
+// every series from start-up (at zero until something happens).
+func collectModbusPoll(ch chan<- prometheus.Metric, g *Gateway) {
+	lines := map[string]string{}
+	for _, d := range g.up.Devices() {
+		lines[d.Name()] = d.Health().Line
+	}
+	for _, s := range g.poller.Stats() {
+		line := lines[s.Device]
+		for _, e := range pollEvents(s) {
+			ch <- prometheus.MustNewConstMetric(descMbPoll, prometheus.CounterValue, float64(e.n), s.Device, line, e.name)
+		}
+		last := 0.0
+		if !s.LastPoll.IsZero() {
+			last = float64(s.LastPoll.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(descMbPollLast, prometheus.GaugeValue, last, s.Device, line)
 	}
 }

@@ -28,7 +28,7 @@ func pollDevices(cfg config.ModbusUpstream, set *upstream.Set) []poll.Device {
 			order, _ := poll.ParseOrder(tc.Order)
 			p.Tags = append(p.Tags, poll.PolledTag{Deadband: tc.Deadband, Tag: poll.Tag{Topic: tc.Topic, Table: table,
 				Address: tc.Address, Type: typ, Order: order, Bit: tc.Bit, Bits: tc.Bits, Length: tc.Length,
-				Scale: tc.Scale, Offset: tc.Offset}})
+				Scale: tc.Scale, Offset: tc.Offset}, Writable: tc.Writable, ReadBack: tc.ReadBack})
 		}
 		out = append(out, p)
 	}

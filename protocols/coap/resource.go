@@ -349,8 +349,12 @@ func (s *server) publishFailed(res *response, err error) {
 		res.addUint(message.Size1, uint32(s.bus.Options().MaxPayload))
 	case errors.Is(err, bus.ErrTopicQuota):
 		res.fail(codes.TooManyRequests, err.Error())
-	case errors.Is(err, bus.ErrCacheFull):
+	case errors.Is(err, bus.ErrCacheFull), errors.Is(err, bus.ErrWriteBusy):
 		res.fail(codes.ServiceUnavailable, err.Error())
+	case errors.Is(err, bus.ErrNotWritable):
+		res.fail(codes.Forbidden, err.Error())
+	case errors.Is(err, bus.ErrWriteValue):
+		res.fail(codes.BadRequest, err.Error())
 	default:
 		res.fail(codes.InternalServerError, err.Error())
 	}

@@ -253,10 +253,26 @@ func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.
 		// write acknowledged and then read back as something else.
 		if err := h.bus.PublishWithin(q, u.topic, []byte(u.text), Source); err != nil {
 			h.log.Warn("publish of a write failed", "topic", u.topic, "err", err)
-			return out, ServerDeviceFailure
+			return out, writeRefused(err)
 		}
 		h.n.published.Add(1)
 	}
 	h.n.writes.Add(1)
 	return AppendWriteResponse(out, adu, req), 0
+}
+
+// writeRefused is the exception for a write the bus refused. A polled
+// tag's topic passes writes to its device (protocols/modbus/poll), which
+// refuses a tag it cannot write (0x02), a value the tag cannot carry
+// (0x03) and a write past its queue (0x06, busy); anything else is 0x04.
+func writeRefused(err error) byte {
+	switch {
+	case errors.Is(err, bus.ErrNotWritable):
+		return IllegalDataAddress
+	case errors.Is(err, bus.ErrWriteValue):
+		return IllegalDataValue
+	case errors.Is(err, bus.ErrWriteBusy):
+		return ServerDeviceBusy
+	}
+	return ServerDeviceFailure
 }

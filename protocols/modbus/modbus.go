@@ -57,10 +57,13 @@ const (
 
 // Exception codes (Modbus Application Protocol §7).
 const (
-	IllegalFunction        = 0x01
-	IllegalDataAddress     = 0x02
-	IllegalDataValue       = 0x03
-	ServerDeviceFailure    = 0x04
+	IllegalFunction     = 0x01
+	IllegalDataAddress  = 0x02
+	IllegalDataValue    = 0x03
+	ServerDeviceFailure = 0x04
+	// ServerDeviceBusy answers a write to a polled tag whose device has
+	// too many writes waiting: the master should retry later.
+	ServerDeviceBusy       = 0x06
 	GatewayPathUnavailable = 0x0A
 	// GatewayTargetFailed (gateway target device failed to respond)
 	// answers a read of a tag with no current value: never published, or

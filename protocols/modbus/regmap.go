@@ -2,6 +2,7 @@ package modbus
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"slices"
@@ -119,7 +120,9 @@ func (v *values) exception(err error) (byte, bool) {
 		return 0, true
 	case errors.Is(err, errNoValue) && v.zero:
 		return 0, true
-	case errors.Is(err, errNoValue):
+	case errors.Is(err, errNoValue), errors.Is(err, errQuality):
+		// A polled value that is stale or bad is 0x0B even under
+		// no_value: zero: the device said it has no value.
 		return GatewayTargetFailed, false
 	}
 	return ServerDeviceFailure, false
@@ -191,7 +194,42 @@ func (v *values) text(t *tag) (string, error) {
 	if !ok || (v.maxAge > 0 && v.now-m.TS > v.maxAge) {
 		return "", errNoValue
 	}
-	return strings.TrimSpace(string(m.Payload)), nil
+	text := strings.TrimSpace(string(m.Payload))
+	if strings.HasPrefix(text, "{") {
+		return sampleValue(text)
+	}
+	return text, nil
+}
+
+// errQuality is a polled value its poller marked stale or bad
+// (protocols/modbus/poll): the device did not answer or has no value.
+var errQuality = errors.New("modbus: polled value is not good")
+
+// sampleValue is "v" of a JSON object payload, the shape the poller
+// publishes ({"v":1.5,"q":"good","ts":...}), as text: a quality other
+// than good is errQuality, never the last value or a zero.
+func sampleValue(text string) (string, error) {
+	var s struct {
+		V json.RawMessage `json:"v"`
+		Q *string         `json:"q"`
+	}
+	if json.Unmarshal([]byte(text), &s) != nil || len(s.V) == 0 {
+		return "", errValue
+	}
+	if s.Q != nil && *s.Q != "good" {
+		return "", errQuality
+	}
+	if s.V[0] == '"' {
+		var str string
+		if json.Unmarshal(s.V, &str) != nil {
+			return "", errValue
+		}
+		return str, nil
+	}
+	if string(s.V) == "null" {
+		return "", errQuality
+	}
+	return string(s.V), nil
 }
 
 // boolValue reads a coil or discrete input: true/false, on/off, or a

@@ -30,6 +30,8 @@ const (
 	CodeCacheFull       Code = 23
 	CodeTopicQuota      Code = 24
 	CodeReservedTopic   Code = 25
+	CodeNotWritable     Code = 26
+	CodeBadValue        Code = 27
 	CodeSlowConsumer    Code = 32
 	CodeGoingAway       Code = 33
 )
@@ -54,6 +56,8 @@ var codeTexts = map[Code]string{
 	CodeCacheFull:       "last-value cache full",
 	CodeTopicQuota:      "quota of new topics spent",
 	CodeReservedTopic:   "topic reserved for the gateway",
+	CodeNotWritable:     "topic is a device's value and not writable",
+	CodeBadValue:        "value cannot be written to the device",
 	CodeSlowConsumer:    "slow consumer",
 	CodeGoingAway:       "gateway going away",
 }

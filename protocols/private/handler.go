@@ -248,6 +248,12 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 		return s.reject(out, m.MsgID, CodeCacheFull, err.Error())
 	case errors.Is(err, bus.ErrTopicQuota):
 		return s.reject(out, m.MsgID, CodeTopicQuota, err.Error())
+	case errors.Is(err, bus.ErrNotWritable):
+		return s.reject(out, m.MsgID, CodeNotWritable, err.Error())
+	case errors.Is(err, bus.ErrWriteValue):
+		return s.reject(out, m.MsgID, CodeBadValue, err.Error())
+	case errors.Is(err, bus.ErrWriteBusy):
+		return s.reject(out, m.MsgID, CodeBusy, err.Error())
 	}
 	return s.reject(out, m.MsgID, CodeInternal, err.Error())
 }

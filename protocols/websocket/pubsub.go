@@ -36,6 +36,8 @@ const (
 	CodeForbidden   = "forbidden"     // a "$" topic: the gateway's own (pub), operators only (sub)
 	CodeCacheFull   = "cache-full"    // pub to a new topic while the last-value cache is full (bus.max_topics)
 	CodeTopicQuota  = "topic-quota"   // pub to a new topic past this connection's bus.topic_quota
+	CodeNotWritable = "not-writable"  // pub to a device's polled value that is not writable
+	CodeBadValue    = "bad-value"     // pub to a writable device value of a value it cannot carry
 )
 
 // pongReply answers {"op":"ping"}; a variable, so replying allocates nothing.
@@ -82,6 +84,10 @@ func (s *session) publish(req request) error {
 		return s.replyError(CodeCacheFull, err.Error())
 	case errors.Is(err, bus.ErrTopicQuota):
 		return s.replyError(CodeTopicQuota, err.Error())
+	case errors.Is(err, bus.ErrNotWritable):
+		return s.replyError(CodeNotWritable, err.Error())
+	case errors.Is(err, bus.ErrWriteValue):
+		return s.replyError(CodeBadValue, err.Error())
 	}
 	return s.replyError(CodeUnavailable, err.Error())
 }

@@ -183,6 +183,9 @@ type Bus struct {
 	resMu    sync.Mutex
 	reserved map[string][]string // owner -> its reserved topics, sorted
 
+	claimMu sync.Mutex // serialises Claim calls (claim.go)
+	claimState
+
 	seq          atomic.Uint64
 	topics       atomic.Int64
 	reservedN    atomic.Int64
@@ -222,7 +225,9 @@ func (b *Bus) Publish(topic string, payload []byte, src string) error {
 // the cache cannot keep is refused whole, neither cached nor delivered:
 // ErrCacheFull for a new topic when the cache is full, ErrTopicQuota for
 // a new topic past q's quota (q may be nil: no quota). Reserved topics are
-// never refused for either. The payload is copied once.
+// never refused for either. The payload is copied once. A publish to a
+// topic a Writer claimed, by anyone but its owner, goes to the Writer
+// instead (claim.go) and returns its verdict.
 func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) error {
 	if err := validTopic(topic, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		b.rejected.Add(1)
@@ -231,6 +236,9 @@ func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) 
 	if len(payload) > b.opt.MaxPayload {
 		b.rejected.Add(1)
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), b.opt.MaxPayload)
+	}
+	if c, ok := b.claimFor(topic); ok && c.owner != src {
+		return c.w.Write(topic, payload, src)
 	}
 	m := Message{Topic: topic, Src: src, TS: b.opt.Now()}
 	if len(payload) > 0 {

@@ -23,6 +23,8 @@ const Source = "modbus-poll"
 type PolledTag struct {
 	Tag
 	Deadband float64 // on change: a good value within this of the last published one is not published
+	Writable bool    // a publish to its topic writes the device (write.go); refused otherwise
+	ReadBack bool    // a write is read back before its outcome is told
 }
 
 // Device is one upstream device's polling.
@@ -43,17 +45,23 @@ type Stats struct {
 	Refused   uint64 // reads answered with an exception
 	Published uint64 // samples the bus took
 	Dropped   uint64 // samples the bus refused
+	Decode    uint64 // tag values that did not decode (NaN, infinity)
+	Writes    uint64 // writes accepted from the bus
+	WritesOK  uint64 // writes the device took (and read back, if asked)
+	WritesBad uint64 // writes refused by the device or failed on the way
+	LastPoll  time.Time
 }
 
 // Poller polls devices, one goroutine each; the devices' lines keep one
 // request in flight, so devices on one line take turns there.
 type Poller struct {
-	pub  Publisher
-	log  *slog.Logger
-	devs []*polled
-	stop context.CancelFunc
-	ctx  context.Context
-	wg   sync.WaitGroup
+	pub     Publisher
+	log     *slog.Logger
+	devs    []*polled
+	byTopic map[string]tagRef // every tag, for writes
+	stop    context.CancelFunc
+	ctx     context.Context
+	wg      sync.WaitGroup
 }
 
 type polled struct {
@@ -61,7 +69,11 @@ type polled struct {
 	reads                                              []Read
 	state                                              []tagState
 	buf                                                []byte
+	kick                                               chan struct{} // cap 1: poll now (a write finished)
 	polls, nreads, failed, refused, published, dropped atomic.Uint64
+	decodeErrs, writes, writesOK, writesFailed         atomic.Uint64
+	waiting                                            atomic.Int64 // writes accepted, not finished
+	lastPoll                                           atomic.Int64 // Unix nanoseconds
 }
 
 // New plans every device's reads; nothing runs until Start.
@@ -69,7 +81,7 @@ func New(devs []Device, pub Publisher, log *slog.Logger) *Poller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Poller{pub: pub, log: log}
+	p := &Poller{pub: pub, log: log, byTopic: map[string]tagRef{}}
 	p.ctx, p.stop = context.WithCancel(context.Background())
 	for _, d := range devs {
 		if d.Interval <= 0 {
@@ -79,7 +91,11 @@ func New(devs []Device, pub Publisher, log *slog.Logger) *Poller {
 		for i, t := range d.Tags {
 			tags[i] = t.Tag
 		}
-		p.devs = append(p.devs, &polled{Device: d, reads: Plan(tags, d.Limits), state: make([]tagState, len(d.Tags))})
+		pd := &polled{Device: d, reads: Plan(tags, d.Limits), state: make([]tagState, len(d.Tags)), kick: make(chan struct{}, 1)}
+		for i, t := range d.Tags {
+			p.byTopic[t.Topic] = tagRef{d: pd, i: i}
+		}
+		p.devs = append(p.devs, pd)
 	}
 	return p
 }
@@ -102,8 +118,13 @@ func (p *Poller) Close() {
 func (p *Poller) Stats() []Stats {
 	out := make([]Stats, 0, len(p.devs))
 	for _, d := range p.devs {
-		out = append(out, Stats{Device: d.Dev.Name(), Polls: d.polls.Load(), Reads: d.nreads.Load(), Failed: d.failed.Load(),
-			Refused: d.refused.Load(), Published: d.published.Load(), Dropped: d.dropped.Load()})
+		st := Stats{Device: d.Dev.Name(), Polls: d.polls.Load(), Reads: d.nreads.Load(), Failed: d.failed.Load(),
+			Refused: d.refused.Load(), Published: d.published.Load(), Dropped: d.dropped.Load(), Decode: d.decodeErrs.Load(),
+			Writes: d.writes.Load(), WritesOK: d.writesOK.Load(), WritesBad: d.writesFailed.Load()}
+		if ns := d.lastPoll.Load(); ns != 0 {
+			st.LastPoll = time.Unix(0, ns)
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -116,6 +137,7 @@ func (p *Poller) run(d *polled) {
 		p.poll(d)
 		select {
 		case <-tick.C:
+		case <-d.kick:
 		case <-p.ctx.Done():
 			return
 		}
@@ -151,6 +173,7 @@ func (p *Poller) poll(d *polled) {
 				// CheckResponse matched the byte count to the request,
 				// so the data covers the read.
 				if v, err = Decode(d.Tags[i].Tag, r.Start, res.PDU[2:]); err != nil {
+					d.decodeErrs.Add(1)
 					p.emit(d, i, d.state[i].next(v, now, err.Error(), true))
 					continue
 				}
@@ -158,16 +181,21 @@ func (p *Poller) poll(d *polled) {
 			p.emit(d, i, d.state[i].next(v, now, why, refused))
 		}
 	}
+	d.lastPoll.Store(time.Now().UnixNano())
 	d.polls.Add(1)
 }
 
 func (p *Poller) emit(d *polled, i int, s Sample) {
-	t := &d.Tags[i]
-	if !d.state[i].publish(s, d.OnChange, t.Deadband) {
+	t, st := &d.Tags[i], &d.state[i]
+	wasPublished, last := st.published, st.last
+	if !st.publish(s, d.OnChange, t.Deadband) {
 		return
 	}
 	d.buf = s.AppendPayload(d.buf[:0])
 	if err := p.pub.Publish(t.Topic, d.buf, Source); err != nil {
+		// Not on the bus: on change, the next poll offers it again
+		// (unchanged values included) until the bus takes it.
+		st.published, st.last = wasPublished, last
 		d.dropped.Add(1)
 		p.log.Debug("poll: publish refused", "topic", t.Topic, "err", err)
 		return

@@ -158,3 +158,88 @@ func TestPublishDecision(t *testing.T) {
 		t.Fatalf("refused: %s", refused.AppendPayload(nil))
 	}
 }
+
+// TestOnChangeRetriesRefused: on change, a sample the bus refused (its
+// cache full) is not taken as published: each poll offers it again, and
+// once the cache has room the value arrives although it never changed.
+func TestOnChangeRetriesRefused(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second, Retries: 2})
+	line.Start()
+	t.Cleanup(line.Close)
+	b := bus.New(bus.Options{MaxTopics: 1})
+	if err := b.Publish("junk", []byte("x"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(t, []Device{{Dev: dev, Interval: 20 * time.Millisecond, OnChange: true,
+		Tags: []PolledTag{{Tag: Tag{Topic: "r/h0", Table: Holding, Type: U16}}}}}, b)
+	upstreamtest.Wait(t, "three refused samples", func() bool { return p.Stats()[0].Dropped >= 3 })
+	if _, ok := b.Get("r/h0"); ok {
+		t.Fatal("a refused sample is in the cache")
+	}
+	b.Forget("junk")
+	upstreamtest.Wait(t, "the unchanged value published", func() bool { got, ok := lastPayload(t, b, "r/h0"); return ok && got.V == 1000.0 })
+	p.Close()
+	if st := p.Stats()[0]; st.Published != 1 {
+		t.Fatalf("stats %+v: want the value published once, when the bus took it", st)
+	}
+}
+
+// TestSilentDevicePollerRTU: three devices polled on one RTU line
+// (pymodbus on a socat pty pair answers units 1 and 2; unit 3 is
+// silent). Once the silent one is demoted, counted per poll cycle over
+// twenty cycles of each live device: every live cycle makes its two reads
+// and both are answered (no failure, every tag published), and the silent
+// device costs the line no attempt at all (its timeouts stay where they
+// were) while its own cycles go on failing at once, published bad.
+func TestSilentDevicePollerRTU(t *testing.T) {
+	path := upstreamtest.RTUDevice(t, 19200, 1, 2)
+	line := upstream.NewLine(upstream.LineConfig{Name: "rtu", Kind: upstream.KindRTU, Address: path, Baud: 19200, Parity: "N"}, nil)
+	a := line.AddDevice(upstream.DeviceConfig{Name: "a", Unit: 1, Timeout: time.Second, Retries: 3, ProbeEvery: 50 * time.Millisecond})
+	b2 := line.AddDevice(upstream.DeviceConfig{Name: "b", Unit: 2, Timeout: time.Second, Retries: 3, ProbeEvery: 50 * time.Millisecond})
+	dead := line.AddDevice(upstream.DeviceConfig{Name: "dead", Unit: 3, Timeout: 200 * time.Millisecond, Retries: 1, DemoteAfter: 2, ProbeEvery: time.Hour})
+	line.Start()
+	t.Cleanup(line.Close)
+	tags := func(prefix string) []PolledTag {
+		return []PolledTag{{Tag: Tag{Topic: prefix + "/h0", Table: Holding, Type: U16}},
+			{Tag: Tag{Topic: prefix + "/h1", Table: Holding, Address: 1, Type: U16}},
+			{Tag: Tag{Topic: prefix + "/c3", Table: Coil, Address: 3, Type: Bool}}}
+	}
+	b := bus.New(bus.Options{})
+	p := startPoller(t, []Device{{Dev: a, Interval: 20 * time.Millisecond, Tags: tags("a")},
+		{Dev: b2, Interval: 20 * time.Millisecond, Tags: tags("b")},
+		{Dev: dead, Interval: 20 * time.Millisecond, Tags: tags("dead")}}, b)
+	upstreamtest.Wait(t, "the silent device demoted, the others read", func() bool {
+		got, ok := lastPayload(t, b, "b/h0")
+		return dead.Health().Demoted && ok && got.V == 1000.0
+	})
+	before, deadBefore := p.Stats(), dead.Health()
+	upstreamtest.Wait(t, "twenty more cycles of each live device", func() bool {
+		s := p.Stats()
+		return s[0].Polls >= before[0].Polls+20 && s[1].Polls >= before[1].Polls+20
+	})
+	p.Close()
+	after, deadAfter := p.Stats(), dead.Health()
+	// A snapshot may fall inside a cycle (its first read counted, not the
+	// cycle): per-cycle counts hold to within that one cycle.
+	near := func(got, perCycle, cycles uint64) bool {
+		return got+perCycle >= perCycle*cycles && got <= perCycle*cycles+perCycle
+	}
+	for i := range 2 {
+		polls := after[i].Polls - before[i].Polls
+		if !near(after[i].Reads-before[i].Reads, 2, polls) || after[i].Failed != before[i].Failed || after[i].Refused != 0 ||
+			!near(after[i].Published-before[i].Published, 3, polls) {
+			t.Fatalf("live device %s over %d cycles: before %+v after %+v; want 2 reads answered and 3 samples a cycle",
+				after[i].Device, polls, before[i], after[i])
+		}
+	}
+	deadPolls := after[2].Polls - before[2].Polls
+	if deadAfter.Timeouts != deadBefore.Timeouts || deadPolls == 0 || !near(after[2].Failed-before[2].Failed, 2, deadPolls) {
+		t.Fatalf("silent device: health %+v -> %+v, stats %+v -> %+v; want no attempt on the line, its cycles failing at once",
+			deadBefore, deadAfter, before[2], after[2])
+	}
+	if got, _ := lastPayload(t, b, "dead/h0"); got.Q != "bad" {
+		t.Fatalf("silent device's tag: %+v, want bad", got)
+	}
+}

@@ -1,0 +1,156 @@
+package poll
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// Writes from the bus. The poller claims its tags' topics on the bus
+// (Topics, bus.Claim): a publish to a tag's topic from any protocol is
+// then a request to write the device, handed to Write, and never a value
+// in the last-value cache (the device may refuse it; the next poll's
+// value is the truth). Write refuses at once what cannot go (a tag not
+// writable, a value it cannot carry, too many writes waiting), which the
+// writer's protocol answers in its own words; an accepted write goes to
+// the device's line, where writes go ahead of polls, and its outcome is
+// published on the tag's result topic (ResultTopic), after which the
+// device is polled at once so the tag's topic shows what it now holds.
+
+// maxWritesWaiting bounds a device's writes accepted and not finished.
+const maxWritesWaiting = 16
+
+// ResultTopic is where the outcome of writes to topic is published:
+// {"ok":true,"ts":...} ("v": the value read back, with readback), or
+// {"ok":false,"err":"exception 0x02","ts":...}.
+func ResultTopic(topic string) string { return topic + "/$result" }
+
+// Topics lists what the poller claims on the bus: every tag's topic and
+// each writable tag's result topic.
+func (p *Poller) Topics() []string {
+	var out []string
+	for _, d := range p.devs {
+		for _, t := range d.Tags {
+			out = append(out, t.Topic)
+			if t.Writable {
+				out = append(out, ResultTopic(t.Topic))
+			}
+		}
+	}
+	return out
+}
+
+// tagRef finds a tag by its topic.
+type tagRef struct {
+	d *polled
+	i int
+}
+
+// Write implements bus.Writer: value is the payload published to a tag's
+// topic by src. Errors wrap bus.ErrNotWritable, bus.ErrWriteValue or
+// bus.ErrWriteBusy.
+func (p *Poller) Write(topic string, value []byte, src string) error {
+	ref, ok := p.byTopic[topic]
+	if !ok {
+		return fmt.Errorf("%w: %s is the poller's result topic", bus.ErrNotWritable, topic)
+	}
+	d, t := ref.d, &ref.d.Tags[ref.i]
+	if !t.Writable {
+		return fmt.Errorf("%w: %s is read-only (poll.tags[].writable)", bus.ErrNotWritable, topic)
+	}
+	pdu, err := EncodeWrite(t.Tag, value)
+	switch {
+	case errors.Is(err, ErrNotWritable):
+		return fmt.Errorf("%w: %s: %w", bus.ErrNotWritable, topic, err)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", bus.ErrWriteValue, topic, err)
+	case p.ctx.Err() != nil:
+		return fmt.Errorf("%w: the poller is closed", bus.ErrWriteBusy)
+	}
+	if d.waiting.Add(1) > maxWritesWaiting {
+		d.waiting.Add(-1)
+		return fmt.Errorf("%w: %d writes to %s waiting", bus.ErrWriteBusy, maxWritesWaiting, d.Dev.Name())
+	}
+	d.writes.Add(1)
+	p.log.Debug("poll: write", "topic", topic, "src", src, "device", d.Dev.Name())
+	d.Dev.Submit(pdu, func(r upstream.Result) { p.written(ref, r) })
+	return nil
+}
+
+// written takes a write's answer on the line's goroutine: it must not
+// block. With read-back, the tag is read before the outcome is told.
+func (p *Poller) written(ref tagRef, r upstream.Result) {
+	t := ref.d.Tags[ref.i]
+	why := failure(r)
+	if why != "" || !t.ReadBack {
+		p.finishWrite(ref, why, nil)
+		return
+	}
+	read := Read{Table: t.Table, Start: t.Address, Count: t.Width()}
+	ref.d.Dev.Submit(read.PDU(), func(r upstream.Result) {
+		if why := failure(r); why != "" {
+			p.finishWrite(ref, "written; read-back: "+why, nil)
+			return
+		}
+		v, err := Decode(t.Tag, t.Address, r.PDU[2:])
+		if err != nil {
+			p.finishWrite(ref, "written; read-back: "+err.Error(), nil)
+			return
+		}
+		p.finishWrite(ref, "", &v)
+	})
+}
+
+// failure is why a result is not a normal answer, or "".
+func failure(r upstream.Result) string {
+	switch {
+	case r.Err != nil:
+		return r.Err.Error()
+	case len(r.PDU) >= 2 && r.PDU[0]&0x80 != 0:
+		return fmt.Sprintf("exception %#02x", r.PDU[1])
+	case len(r.PDU) < 2:
+		return "short response"
+	}
+	return ""
+}
+
+// finishWrite counts a write's outcome, publishes it on the result topic
+// and asks for a poll of the device now.
+func (p *Poller) finishWrite(ref tagRef, why string, readBack *Value) {
+	d := ref.d
+	d.waiting.Add(-1)
+	if why == "" {
+		d.writesOK.Add(1)
+	} else {
+		d.writesFailed.Add(1)
+	}
+	topic := ResultTopic(d.Tags[ref.i].Topic)
+	if err := p.pub.Publish(topic, writeResult(why, readBack, time.Now()), Source); err != nil {
+		p.log.Warn("poll: write result not published", "topic", topic, "err", err)
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writeResult is a result topic's payload.
+func writeResult(why string, readBack *Value, now time.Time) []byte {
+	out := []byte(`{"ok":`)
+	out = strconv.AppendBool(out, why == "")
+	if readBack != nil {
+		out = append(out, `,"v":`...)
+		out = readBack.AppendJSON(out)
+	}
+	if why != "" {
+		out = append(out, `,"err":`...)
+		out = Value{Kind: KindString, S: why}.AppendJSON(out)
+	}
+	out = append(out, `,"ts":`...)
+	out = strconv.AppendInt(out, now.UnixMilli(), 10)
+	return append(out, '}')
+}

@@ -1,0 +1,112 @@
+package poll
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/modbus/upstream"
+	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+type writeOutcome struct {
+	OK  bool   `json:"ok"`
+	V   any    `json:"v"`
+	Err string `json:"err"`
+	TS  int64  `json:"ts"`
+}
+
+func lastResult(t *testing.T, b *bus.Bus, topic string) (writeOutcome, bool) {
+	t.Helper()
+	m, ok := b.Get(ResultTopic(topic))
+	if !ok {
+		return writeOutcome{}, false
+	}
+	var r writeOutcome
+	if err := json.Unmarshal(m.Payload, &r); err != nil {
+		t.Fatalf("%s: %q: %v", topic, m.Payload, err)
+	}
+	return r, true
+}
+
+// TestWriteThroughBus: with the poller's topics claimed, publishes from
+// another protocol's src write pymodbus (FC 6 scaled, FC 16 a float32,
+// FC 5 a coil, one read back); the next polls read the new values; a
+// read-only tag and a value out of range are refused at once and a
+// device exception (a register pymodbus lacks) is the write's outcome;
+// none of them ever shows in the tag's cached value.
+func TestWriteThroughBus(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second, Retries: 2})
+	line.Start()
+	t.Cleanup(line.Close)
+	b := bus.New(bus.Options{})
+	wtag := func(topic string, tb Table, a int, typ Type) PolledTag {
+		return PolledTag{Tag: Tag{Topic: topic, Table: tb, Address: a, Type: typ}, Writable: true}
+	}
+	sp := wtag("w/sp", Holding, 10, I16)
+	sp.Scale = 0.1
+	f := wtag("w/f", Holding, 20, F32)
+	f.ReadBack = true
+	tags := []PolledTag{sp, f, wtag("w/c", Coil, 3, Bool), wtag("w/far", Holding, 3000, U16),
+		{Tag: Tag{Topic: "w/ro", Table: Holding, Address: 11, Type: U16}}}
+	p := New([]Device{{Dev: dev, Interval: time.Hour, Tags: tags}}, b, nil)
+	if err := b.Claim(Source, p.Topics(), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	t.Cleanup(p.Close)
+	upstreamtest.Wait(t, "the first poll", func() bool { return p.Stats()[0].Polls >= 1 })
+
+	for topic, v := range map[string]string{"w/sp": "-12.3", "w/f": "22.5", "w/c": "false"} {
+		if err := b.Publish(topic, []byte(v), "ws"); err != nil {
+			t.Fatalf("write %s: %v", topic, err)
+		}
+	}
+	want := map[string]any{"w/sp": -12.3, "w/f": 22.5, "w/c": false}
+	upstreamtest.Wait(t, "three writes done and polled", func() bool {
+		for topic, v := range want {
+			got, ok := lastPayload(t, b, topic)
+			if r, done := lastResult(t, b, topic); !done || !r.OK || !ok || got.Q != "good" || got.V != v {
+				return false
+			}
+		}
+		return true
+	})
+	if r, _ := lastResult(t, b, "w/f"); r.V != 22.5 {
+		t.Fatalf("read-back of w/f: %+v", r)
+	}
+
+	if err := b.Publish("w/ro", []byte("7"), "ws"); !errors.Is(err, bus.ErrNotWritable) {
+		t.Fatalf("read-only tag: %v", err)
+	}
+	if err := b.Publish("w/sp", []byte("4000"), "ws"); !errors.Is(err, bus.ErrWriteValue) {
+		t.Fatalf("value out of range: %v", err)
+	}
+	if err := b.Publish(ResultTopic("w/sp"), []byte(`{"ok":true}`), "ws"); !errors.Is(err, bus.ErrNotWritable) {
+		t.Fatalf("a forged result: %v", err)
+	}
+	if err := b.Publish("w/far", []byte("5"), "ws"); err != nil {
+		t.Fatal(err)
+	}
+	upstreamtest.Wait(t, "the refused write's outcome", func() bool { _, ok := lastResult(t, b, "w/far"); return ok })
+	if r, _ := lastResult(t, b, "w/far"); r.OK || r.Err != "exception 0x02" {
+		t.Fatalf("device exception: %+v", r)
+	}
+	if got, _ := lastPayload(t, b, "w/ro"); got.V != 1011.0 {
+		t.Fatalf("read-only tag shows %v, want pymodbus's 1011", got.V)
+	}
+	if got, _ := lastPayload(t, b, "w/sp"); got.V != -12.3 {
+		t.Fatalf("w/sp shows %v after refused writes", got.V)
+	}
+	if got, _ := lastPayload(t, b, "w/far"); got.Q != "bad" || got.V != nil {
+		t.Fatalf("w/far shows %+v, want bad (pymodbus has no register 3000)", got)
+	}
+	st := p.Stats()[0]
+	if st.Writes != 4 || st.WritesOK != 3 || st.WritesBad != 1 {
+		t.Fatalf("stats %+v: want 4 writes, 3 ok, 1 failed", st)
+	}
+}
