@@ -15,12 +15,17 @@ type ModbusDevice struct {
 	RTTms   float64           `json:"last_rtt_ms"`
 	Error   string            `json:"last_error,omitempty"`
 	Counts  map[string]uint64 `json:"counts"` // deviceEvents
+	// Dial-in devices only: whether their connection is attached now,
+	// and from where it last came.
+	Connected *bool  `json:"connected,omitempty"`
+	Peer      string `json:"peer,omitempty"`
 }
 
 var (
-	descMbDevice  = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
-	descMbRTT     = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
-	descMbDemoted = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
+	descMbDevice    = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
+	descMbRTT       = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
+	descMbConnected = prometheus.NewDesc("edgemux_modbus_device_connected", "Dial-in Modbus device connected (1) to the shared port now.", []string{"device", "line"}, nil)
+	descMbDemoted   = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
 )
 
 // deviceEvents names a device's counters, in a fixed order.
@@ -34,6 +39,7 @@ func deviceEvents(h upstream.Health) []struct {
 	}{
 		{"requests", h.Requests}, {"ok", h.OK}, {"exceptions", h.Exceptions}, {"timeouts", h.Timeouts},
 		{"crc_errors", h.CRCErrors}, {"stale", h.Stale}, {"failed", h.Failed}, {"refused", h.Refused}, {"retries", h.Retries},
+		{"connects", h.Connects},
 	}
 }
 
@@ -45,6 +51,9 @@ func (g *Gateway) modbusDevices() []ModbusDevice {
 			RTTms: float64(h.LastRTT.Microseconds()) / 1000, Error: h.LastError, Counts: map[string]uint64{}}
 		for _, e := range deviceEvents(h) {
 			d.Counts[e.name] = e.n
+		}
+		if h.DialIn {
+			d.Connected, d.Peer = &h.Connected, h.Peer
 		}
 		out = append(out, d)
 	}
@@ -63,5 +72,12 @@ func collectModbusDevices(ch chan<- prometheus.Metric, g *Gateway) {
 			demoted = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descMbDemoted, prometheus.GaugeValue, demoted, h.Name, h.Line)
+		if h.DialIn {
+			connected := 0.0
+			if h.Connected {
+				connected = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descMbConnected, prometheus.GaugeValue, connected, h.Name, h.Line)
+		}
 	}
 }

@@ -25,6 +25,11 @@ type Health struct {
 	LastRTT    time.Duration // of the last answered attempt
 	Demoted    bool
 	LastError  string
+	// Dial-in devices (a line of KindDialIn) only.
+	DialIn    bool
+	Connected bool   // its connection is attached now
+	Peer      string // the source address of its last connection
+	Connects  uint64 // connections attached since start
 }
 
 // health is a device's mutable state, guarded by mu: the line's goroutine
