@@ -17,6 +17,9 @@ const (
 func (v *validator) checkDialIn() {
 	d := v.c.Modbus.Upstream.DialIn
 	const at = "modbus.upstream.dial_in"
+	if d == (ModbusDialIn{}) && !v.hasDialInLines() {
+		return // a section built in code without dial-in lines: nothing to check
+	}
 	p := d.Probe
 	if p.UnitID < 0 || p.UnitID > 255 {
 		v.fail(at+".probe.unit_id", "must be between 0 and 255, not %d", p.UnitID)
@@ -40,13 +43,7 @@ func (v *validator) checkDialIn() {
 		v.fail(at+".max_devices", "must be between 1 and %d, not %d", maxDialInDevices, d.MaxDevices)
 		return
 	}
-	n := 0
-	for _, l := range v.c.Modbus.Upstream.Lines {
-		if l.Kind == "dial-in" {
-			n++
-		}
-	}
-	if n > d.MaxDevices {
+	if n := v.dialInLines(); n > d.MaxDevices {
 		v.fail(at+".max_devices", "is %d, but %d lines are dial-in", d.MaxDevices, n)
 	}
 }
@@ -87,3 +84,16 @@ func (v *validator) checkDialInLine(at string, i int, l ModbusLine, identities m
 	}
 	identities[id] = i
 }
+
+// dialInLines counts the lines of kind dial-in.
+func (v *validator) dialInLines() int {
+	n := 0
+	for _, l := range v.c.Modbus.Upstream.Lines {
+		if l.Kind == "dial-in" {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *validator) hasDialInLines() bool { return v.dialInLines() > 0 }
