@@ -267,4 +267,3 @@ func TestModbusDialInBadAnswers(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 }
-
