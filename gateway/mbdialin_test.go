@@ -182,10 +182,15 @@ func TestModbusDialInDevice(t *testing.T) {
 
 	dev.conn.Close()
 	awaitSample(t, ws, "plant/dtu/level", "stale", 18)
-	eventually(t, "the device shown disconnected", func() bool {
+	eventually(t, "the device shown disconnected, its polls failing", func() bool {
 		h := dialInHealth(g, "plc7")
-		return h.Connected != nil && !*h.Connected
+		return h.Connected != nil && !*h.Connected && h.Counts["failed"] > 5
 	})
+	// Not demoted for being away (demotion would answer 0x0B and hold
+	// its polls back once it is back): the path is what is missing.
+	if h := dialInHealth(g, "plc7"); h.Demoted {
+		t.Fatalf("a disconnected device is demoted: %+v", h)
+	}
 	_, err = cl.ReadHoldingRegisters(10, 1)
 	var me *goburrow.ModbusError
 	if !errors.As(err, &me) || me.ExceptionCode != 0x0A {

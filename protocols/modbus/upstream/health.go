@@ -87,6 +87,11 @@ func (s *health) done(r Result, demoteAfter int, now time.Time, every time.Durat
 	if r.Err != nil {
 		s.h.Failed++
 		s.h.LastError = r.Err.Error()
+		if errors.Is(r.Err, ErrNotConnected) {
+			// A dial-in device away costs its line nothing (no timeout
+			// waited): demoting it would only delay it once it is back.
+			return
+		}
 		s.failsInRow++
 		if s.failsInRow >= demoteAfter && !s.h.Demoted {
 			s.h.Demoted, s.nextProbe = true, now.Add(every)
