@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 )
 
@@ -42,6 +43,9 @@ func (v *validator) checkDialIn() {
 	if d.MaxDevices < 1 || d.MaxDevices > maxDialInDevices {
 		v.fail(at+".max_devices", "must be between 1 and %d, not %d", maxDialInDevices, d.MaxDevices)
 		return
+	}
+	if v.hasDialInLines() && !v.probesModbus() {
+		v.fail("sniff.probe", "dial-in lines need the silent peers probed: name the pool that takes modbus, not %q", v.c.Sniff.Probe)
 	}
 	if n := v.dialInLines(); n > d.MaxDevices {
 		v.fail(at+".max_devices", "is %d, but %d lines are dial-in", d.MaxDevices, n)
@@ -97,3 +101,16 @@ func (v *validator) dialInLines() int {
 }
 
 func (v *validator) hasDialInLines() bool { return v.dialInLines() > 0 }
+
+// probesModbus reports whether sniff.probe names a pool that takes modbus
+// (its protocols, or by default its own name).
+func (v *validator) probesModbus() bool {
+	p, ok := v.c.Pools[v.c.Sniff.Probe]
+	if !ok {
+		return false
+	}
+	if len(p.Protocols) == 0 {
+		return v.c.Sniff.Probe == "modbus"
+	}
+	return slices.Contains(p.Protocols, "modbus")
+}
