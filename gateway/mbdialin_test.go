@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,6 +270,22 @@ func TestModbusDialInBadAnswers(t *testing.T) {
 		t.Fatalf("handler counters: %+v", st)
 	}
 	if h := dialInHealth(g, "plc7"); h.Connected == nil || *h.Connected {
+		t.Fatalf("health: %+v", h)
+	}
+}
+
+// TestModbusDialInBySource: with identify_by source the peer's address
+// names the device, whatever its registers say.
+func TestModbusDialInBySource(t *testing.T) {
+	cfg := dialInConfig(t)
+	cfg.Modbus.Upstream.DialIn.IdentifyBy = "source"
+	cfg.Modbus.Upstream.Lines[0].Identity = "127.0.0.1"
+	g := startGateway(t, cfg, Options{})
+	ws := btWSDial(t, g)
+	dialInSub(t, ws)
+	startDialInDevice(t, g.Addr().String(), dialInRegs(1, 33))
+	awaitSample(t, ws, "plant/dtu/level", "good", 33)
+	if h := dialInHealth(g, "plc7"); h.Connected == nil || !*h.Connected || !strings.HasPrefix(h.Peer, "127.0.0.1:") {
 		t.Fatalf("health: %+v", h)
 	}
 }
