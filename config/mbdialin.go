@@ -45,7 +45,7 @@ func (v *validator) checkDialIn() {
 		return
 	}
 	if v.hasDialInLines() && !v.probesModbus() {
-		v.fail("sniff.probe", "dial-in lines need the silent peers probed: name the pool that takes modbus, not %q", v.c.Sniff.Probe)
+		v.fail("sniff.probe", "dial-in lines need the silent peers probed: name a pool that takes modbus and nothing else, not %q", v.c.Sniff.Probe)
 	}
 	if n := v.dialInLines(); n > d.MaxDevices {
 		v.fail(at+".max_devices", "is %d, but %d lines are dial-in", d.MaxDevices, n)
@@ -103,7 +103,7 @@ func (v *validator) dialInLines() int {
 func (v *validator) hasDialInLines() bool { return v.dialInLines() > 0 }
 
 // probesModbus reports whether sniff.probe names a pool that takes modbus
-// (its protocols, or by default its own name).
+// and nothing else (its protocols, or by default its own name).
 func (v *validator) probesModbus() bool {
 	p, ok := v.c.Pools[v.c.Sniff.Probe]
 	if !ok {
@@ -112,5 +112,7 @@ func (v *validator) probesModbus() bool {
 	if len(p.Protocols) == 0 {
 		return v.c.Sniff.Probe == "modbus"
 	}
-	return slices.Contains(p.Protocols, "modbus")
+	// The gateway probes with the pool's handlers, all of which must
+	// probe: modbus is the only one that does.
+	return len(slices.Compact(slices.Clone(p.Protocols))) == 1 && p.Protocols[0] == "modbus"
 }

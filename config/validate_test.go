@@ -77,6 +77,7 @@ var validateCases = []struct {
 	{"dial-in probe count", "modbus:\n  upstream:\n    dial_in:\n      id_format: string\n      probe:\n        count: 17\n", "modbus.upstream.dial_in.probe.count", 6, "1..16"},
 	{"dial-in max devices", "modbus:\n  upstream:\n    dial_in:\n      max_devices: 1\n    lines:\n      - {name: a, kind: dial-in, identity: '1'}\n      - {name: b, kind: dial-in, identity: '2'}\n", "modbus.upstream.dial_in.max_devices", 4, "2 lines"},
 	{"dial-in without a probe", "sniff:\n  probe: ''\nmodbus:\n  upstream:\n    lines:\n      - {name: a, kind: dial-in, identity: '1'}\n", "sniff.probe", 2, "takes modbus"},
+	{"dial-in probe pool takes coap too", "sniff:\n  probe: field\npools:\n  field: {workers: 1, protocols: [modbus, coap]}\nmodbus:\n  upstream:\n    lines:\n      - {name: a, kind: dial-in, identity: '1'}\n", "sniff.probe", 2, "nothing else"},
 	{"identity on a tcp line", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1', identity: '1'}\n", "modbus.upstream.lines[0].identity", 4, "only a dial-in"},
 	{"upstream unit id", "modbus:\n  upstream:\n    lines:\n      - {name: a, kind: tcp, address: 'h:1'}\n    devices:\n      - {name: d, line: a, unit_id: 248}\n", "modbus.upstream.devices[0].unit_id", 6, "247"},
 	{"modbus overlap", "modbus:\n  tags:\n    - {topic: a, table: holding, address: 0, type: uint32}\n    - {topic: b, table: holding, address: 1, type: int16}\n",
