@@ -77,7 +77,8 @@ func Defaults() Config {
 			Queue:       65536,
 			HelloWithin: 10 * time.Second,
 		},
-		Modbus: Modbus{NoValue: "exception"},
+		Modbus: Modbus{NoValue: "exception", Upstream: ModbusUpstream{DialIn: ModbusDialIn{
+			Probe: ModbusProbe{UnitID: 1, Function: 3, Address: 0, Count: 1}, IdentifyBy: "register", IDFormat: "number", MaxDevices: 64}}},
 		WebSocket: WebSocket{
 			Path:             "/ws",
 			Subprotocol:      "edgemux.v1",

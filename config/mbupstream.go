@@ -11,6 +11,25 @@ import (
 type ModbusUpstream struct {
 	Lines   []ModbusLine   `yaml:"lines"`   // paths to devices
 	Devices []ModbusDevice `yaml:"devices"` // devices on the lines
+	DialIn  ModbusDialIn   `yaml:"dial_in"` // how devices that connect and stay silent are identified (lines of kind dial-in)
+}
+
+// ModbusDialIn is how a silent peer on the shared port (sniff.probe naming
+// the modbus pool) is asked who it is: the probe read, and what in its
+// answer names one of the dial-in lines.
+type ModbusDialIn struct {
+	Probe      ModbusProbe `yaml:"probe"`       // the read request sent to a silent peer
+	IdentifyBy string      `yaml:"identify_by"` // register (the probe's answer) | source (the peer's IP address)
+	IDFormat   string      `yaml:"id_format"`   // identify_by register: number (unsigned, big-endian) | string (two characters a register)
+	MaxDevices int         `yaml:"max_devices"` // dial-in lines configured, and so dial-in devices connected, at most
+}
+
+// ModbusProbe is the read a silent peer is asked.
+type ModbusProbe struct {
+	UnitID   int `yaml:"unit_id"`  // unit id of the request
+	Function int `yaml:"function"` // 3 (holding registers) | 4 (input registers)
+	Address  int `yaml:"address"`  // first register, 0-based
+	Count    int `yaml:"count"`    // registers: 1..4 for a number, 1..16 for a string
 }
 
 // ModbusLine is one path to upstream devices, with one request in flight.
@@ -23,6 +42,7 @@ type ModbusLine struct {
 	Parity   string `yaml:"parity"`    // N | E | O; "" = E
 	StopBits int    `yaml:"stop_bits"` // 1 | 2; 0 = 1
 	Queue    int    `yaml:"queue"`     // requests waiting on the line; 0 = 64
+	Identity string `yaml:"identity"`  // dial-in: the id its probe answer gives (a number or string), or its source IP
 }
 
 // ModbusDevice is one upstream device. Zero durations and counts take
@@ -49,7 +69,7 @@ const (
 	maxModbusRetries = 10
 )
 
-var modbusLineKinds = []string{"tcp", "rtu", "rtu-over-tcp"}
+var modbusLineKinds = []string{"tcp", "rtu", "rtu-over-tcp", "dial-in"}
 
 // checkModbusUpstream checks the lines and devices: kinds and serial
 // settings, names unique, every device on a known line, gateway units
@@ -60,7 +80,8 @@ func (v *validator) checkModbusUpstream() {
 		v.fail("modbus.upstream", "at most %d lines and %d devices, not %d and %d", maxModbusLines, maxModbusDevices, len(u.Lines), len(u.Devices))
 		return
 	}
-	lines := map[string]bool{}
+	v.checkDialIn()
+	lines, identities := map[string]bool{}, map[string]int{}
 	for i, l := range u.Lines {
 		at := "modbus.upstream.lines[" + strconv.Itoa(i) + "]"
 		if l.Name == "" || lines[l.Name] {
@@ -68,8 +89,13 @@ func (v *validator) checkModbusUpstream() {
 		}
 		lines[l.Name] = true
 		v.oneOf(at+".kind", l.Kind, modbusLineKinds)
-		if l.Address == "" {
+		switch {
+		case l.Kind == "dial-in":
+			v.checkDialInLine(at, i, l, identities)
+		case l.Address == "":
 			v.fail(at+".address", "must be host:port (tcp, rtu-over-tcp) or a serial device path (rtu)")
+		case l.Identity != "":
+			v.fail(at+".identity", "only a dial-in line has an identity")
 		}
 		v.checkModbusSerial(at, l)
 		if l.Queue < 0 || l.Queue > 65536 {

@@ -17,6 +17,10 @@ type ModbusDevice struct {
 	Error   string            `json:"last_error,omitempty"`
 	Counts  map[string]uint64 `json:"counts"`         // deviceEvents
 	Poll    *ModbusPoll       `json:"poll,omitempty"` // a polled device's polling (poll.interval set)
+	// Dial-in devices only: whether their connection is attached now,
+	// and from where it last came.
+	Connected *bool  `json:"connected,omitempty"`
+	Peer      string `json:"peer,omitempty"`
 }
 
 // ModbusPoll is a polled device's counters in /api/stats.
@@ -26,11 +30,12 @@ type ModbusPoll struct {
 }
 
 var (
-	descMbDevice   = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
-	descMbRTT      = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
-	descMbPoll     = prometheus.NewDesc("edgemux_modbus_poll_total", "Modbus poller: polls, reads, samples and writes of a polled device, by event.", []string{"device", "line", "event"}, nil)
-	descMbPollLast = prometheus.NewDesc("edgemux_modbus_poll_last_seconds", "Modbus poller: Unix time of the device's last finished poll (0 before the first).", []string{"device", "line"}, nil)
-	descMbDemoted  = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
+	descMbDevice    = prometheus.NewDesc("edgemux_modbus_device_total", "Upstream Modbus device requests and errors, by kind.", []string{"device", "line", "event"}, nil)
+	descMbRTT       = prometheus.NewDesc("edgemux_modbus_device_rtt_seconds", "Upstream Modbus device: round-trip time of the last answer.", []string{"device", "line"}, nil)
+	descMbPoll      = prometheus.NewDesc("edgemux_modbus_poll_total", "Modbus poller: polls, reads, samples and writes of a polled device, by event.", []string{"device", "line", "event"}, nil)
+	descMbPollLast  = prometheus.NewDesc("edgemux_modbus_poll_last_seconds", "Modbus poller: Unix time of the device's last finished poll (0 before the first).", []string{"device", "line"}, nil)
+	descMbConnected = prometheus.NewDesc("edgemux_modbus_device_connected", "Dial-in Modbus device connected (1) to the shared port now.", []string{"device", "line"}, nil)
+	descMbDemoted   = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
 )
 
 // deviceEvents names a device's counters, in a fixed order.
@@ -44,6 +49,7 @@ func deviceEvents(h upstream.Health) []struct {
 	}{
 		{"requests", h.Requests}, {"ok", h.OK}, {"exceptions", h.Exceptions}, {"timeouts", h.Timeouts},
 		{"crc_errors", h.CRCErrors}, {"stale", h.Stale}, {"failed", h.Failed}, {"refused", h.Refused}, {"retries", h.Retries},
+		{"connects", h.Connects},
 	}
 }
 
@@ -90,6 +96,9 @@ func (g *Gateway) modbusDevices() []ModbusDevice {
 				d.Poll.LastPollMs = s.LastPoll.UnixMilli()
 			}
 		}
+		if h.DialIn {
+			d.Connected, d.Peer = &h.Connected, h.Peer
+		}
 		out = append(out, d)
 	}
 	return out
@@ -107,6 +116,13 @@ func collectModbusDevices(ch chan<- prometheus.Metric, g *Gateway) {
 			demoted = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descMbDemoted, prometheus.GaugeValue, demoted, h.Name, h.Line)
+		if h.DialIn {
+			connected := 0.0
+			if h.Connected {
+				connected = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descMbConnected, prometheus.GaugeValue, connected, h.Name, h.Line)
+		}
 	}
 	collectModbusPoll(ch, g)
 }

@@ -131,7 +131,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted, descMbPoll, descMbPollLast, descCoAP} {
+	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted, descMbPoll, descMbPollLast, descMbConnected, descCoAP} {
 		ch <- d
 	}
 }

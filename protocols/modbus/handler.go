@@ -25,6 +25,11 @@ type Stats struct {
 	// UpstreamFailed counts forwarded requests answered with 0x0A, 0x0B
 	// or 0x01 because the device could not be asked or did not answer.
 	UpstreamFailed uint64
+	// Dial-in devices (dialin.go): silent peers probed, connections
+	// attached to their lines, attachments that replaced an older
+	// connection, answers naming no line, answers that were not a
+	// response to the probe (closed and recorded as malformed).
+	Probed, DialIns, DialInReplaced, DialInUnknown, DialInRefused uint64
 }
 
 // Counters lists the Stats fields under snake_case names, in a fixed order.
@@ -33,25 +38,29 @@ func (st Stats) Counters() []protocols.Counter {
 		{Name: "sessions", N: st.Sessions}, {Name: "requests", N: st.Requests}, {Name: "reads", N: st.Reads}, {Name: "writes", N: st.Writes},
 		{Name: "exceptions", N: st.Exceptions}, {Name: "published", N: st.Published}, {Name: "malformed", N: st.Malformed},
 		{Name: "forwarded", N: st.Forwarded}, {Name: "upstream_failed", N: st.UpstreamFailed},
+		{Name: "probed", N: st.Probed}, {Name: "dial_ins", N: st.DialIns}, {Name: "dial_in_replaced", N: st.DialInReplaced},
+		{Name: "dial_in_unknown", N: st.DialInUnknown}, {Name: "dial_in_refused", N: st.DialInRefused},
 	}
 }
 
 type counters struct {
 	sessions, requests, reads, writes, exceptions, published, malformed atomic.Uint64
 	forwarded, upstreamFailed                                           atomic.Uint64
+	probed, dialIns, dialInReplaced, dialInUnknown, dialInRefused       atomic.Uint64
 }
 
 // Handler serves Modbus TCP masters for the workers of one pool. It is
 // safe for concurrent use; a session holds no state of its own between
 // requests, only its connection.
 type Handler struct {
-	bus *bus.Bus
-	now func() int64 // the bus's clock, for max_age
-	log *slog.Logger
-	set atomic.Pointer[settings] // swapped by Reload
-	out protocols.Scratch[byte]  // response buffers, held during one call
-	n   counters
-	up  *upstream.Set // gateway mode: devices by gateway unit id; set before serving
+	bus  *bus.Bus
+	now  func() int64 // the bus's clock, for max_age
+	log  *slog.Logger
+	set  atomic.Pointer[settings] // swapped by Reload
+	out  protocols.Scratch[byte]  // response buffers, held during one call
+	n    counters
+	up   *upstream.Set // gateway mode: devices by gateway unit id; set before serving
+	dial dialInConfig  // how Probe asks a silent peer who it is (dialin.go)
 }
 
 // settings are what Reload swaps.
@@ -71,7 +80,7 @@ func New(cfg config.Modbus, b *bus.Bus, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{bus: b, now: b.Options().Now, log: log.With("component", "modbus")}
+	h := &Handler{bus: b, now: b.Options().Now, log: log.With("component", "modbus"), dial: newDialInConfig(cfg.Upstream.DialIn)}
 	h.out.Min, h.out.Max = 512, 64<<10
 	h.set.Store(newSettings(cfg))
 	return h
@@ -99,6 +108,8 @@ func (h *Handler) Stats() Stats {
 		Sessions: n.sessions.Load(), Requests: n.requests.Load(), Reads: n.reads.Load(), Writes: n.writes.Load(),
 		Exceptions: n.exceptions.Load(), Published: n.published.Load(), Malformed: n.malformed.Load(),
 		Forwarded: n.forwarded.Load(), UpstreamFailed: n.upstreamFailed.Load(),
+		Probed: n.probed.Load(), DialIns: n.dialIns.Load(), DialInReplaced: n.dialInReplaced.Load(),
+		DialInUnknown: n.dialInUnknown.Load(), DialInRefused: n.dialInRefused.Load(),
 	}
 }
 

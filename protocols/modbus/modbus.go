@@ -15,7 +15,8 @@
 // Gateway mode (forward.go): a request for a unit id that
 // modbus.upstream maps to a device goes to that device through
 // protocols/modbus/upstream and its answer comes back in request order.
-// Not here yet: the poller and the probe for dial-in devices.
+// Dial-in devices (dialin.go): a silent peer probed at the sniff deadline
+// is identified by its answer and becomes its dial-in line's connection.
 package modbus
 
 import (

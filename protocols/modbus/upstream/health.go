@@ -25,6 +25,11 @@ type Health struct {
 	LastRTT    time.Duration // of the last answered attempt
 	Demoted    bool
 	LastError  string
+	// Dial-in devices (a line of KindDialIn) only.
+	DialIn    bool
+	Connected bool   // its connection is attached now
+	Peer      string // the source address of its last connection
+	Connects  uint64 // connections attached since start
 }
 
 // health is a device's mutable state, guarded by mu: the line's goroutine
@@ -82,6 +87,11 @@ func (s *health) done(r Result, demoteAfter int, now time.Time, every time.Durat
 	if r.Err != nil {
 		s.h.Failed++
 		s.h.LastError = r.Err.Error()
+		if errors.Is(r.Err, ErrNotConnected) {
+			// A dial-in device away costs its line nothing (no timeout
+			// waited): demoting it would only delay it once it is back.
+			return
+		}
 		s.failsInRow++
 		if s.failsInRow >= demoteAfter && !s.h.Demoted {
 			s.h.Demoted, s.nextProbe = true, now.Add(every)

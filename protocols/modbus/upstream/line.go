@@ -28,6 +28,7 @@ type Line struct {
 	quit    chan struct{}
 	stopped chan struct{}
 	devices []*Device
+	dialIn  dialIn // KindDialIn: the connection the device opened, if any (dialin.go)
 
 	// Owned by the line's goroutine.
 	port    port
@@ -66,7 +67,7 @@ func (l *Line) Name() string { return l.cfg.Name }
 // AddDevice adds a device to the line; call it before Start.
 func (l *Line) AddDevice(cfg DeviceConfig) *Device {
 	d := &Device{cfg: cfg.withDefaults(), line: l}
-	d.health.h = Health{Name: cfg.Name, Line: l.cfg.Name, Unit: cfg.Unit}
+	d.health.h = Health{Name: cfg.Name, Line: l.cfg.Name, Unit: cfg.Unit, DialIn: l.cfg.Kind == KindDialIn}
 	l.devices = append(l.devices, d)
 	return d
 }
@@ -99,8 +100,12 @@ func (l *Line) Close() {
 	}
 	queued := append(l.writes, l.reads...)
 	l.writes, l.reads = nil, nil
+	attached := l.dialIn.port
 	close(l.quit)
 	l.mu.Unlock()
+	if attached != nil {
+		attached.Close() // the line's goroutine may not have taken it yet
+	}
 	for _, r := range queued {
 		r.dev.health.count(func(h *Health) { h.Refused++; h.Requests++ })
 		r.done(Result{Err: ErrClosed})
@@ -157,7 +162,7 @@ func (d *Device) check(pdu []byte) error {
 		return fmt.Errorf("%w: PDU of %d bytes", ErrBadRequest, len(pdu))
 	case d.cfg.Unit == 0 && !wire.IsWrite(pdu):
 		return fmt.Errorf("%w: a broadcast must be a write", ErrBadRequest)
-	case d.line.cfg.Kind != KindTCP && wire.ResponsePDULen(pdu) == 0:
+	case !d.line.cfg.Kind.framesMBAP() && wire.ResponsePDULen(pdu) == 0:
 		// RTU frames responses by function; only the functions whose
 		// response length is known can be read back off the line.
 		return fmt.Errorf("%w: function %#x not supported over RTU", ErrBadRequest, pdu[0])
@@ -264,7 +269,11 @@ func (l *Line) serve(r *request) Result {
 
 // attempt connects if needed and exchanges one request and response.
 func (l *Line) attempt(d *Device, pdu []byte) Result {
-	if l.port == nil {
+	if l.cfg.Kind == KindDialIn {
+		if err := l.takeAttached(d); err != nil {
+			return Result{Err: err}
+		}
+	} else if l.port == nil {
 		p, err := dialPort(l.cfg)
 		if err != nil {
 			return Result{Err: err}
@@ -275,15 +284,17 @@ func (l *Line) attempt(d *Device, pdu []byte) Result {
 		}
 	}
 	var res Result
-	if l.cfg.Kind == KindTCP {
+	if l.cfg.Kind.framesMBAP() {
 		res = l.exchangeMBAP(d, pdu)
 	} else {
 		res = l.exchangeRTU(d, pdu)
 	}
 	if res.Err != nil && !isAnswerError(res.Err) {
 		// The stream is broken or out of step: start over on a new
-		// connection (a serial port is reopened the same way).
+		// connection (a serial port is reopened the same way; a dial-in
+		// device's connection is closed, and the device must call again).
 		l.port.Close()
+		l.Detach(l.port)
 		l.port = nil
 	}
 	return res

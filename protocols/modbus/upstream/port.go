@@ -8,15 +8,20 @@ import (
 	"time"
 )
 
-// port is a line's byte stream: a TCP connection (Modbus TCP, or RTU to
-// a serial server on the network) or a serial device.
-type port interface {
+// Port is a line's byte stream: a TCP connection (Modbus TCP, or RTU to
+// a serial server on the network), a serial device, or a dial-in
+// device's connection on the shared port (Line.Attach). Reads and writes
+// come from the line's goroutine only; Close may come from any.
+type Port interface {
 	Write(p []byte) (int, error)
 	Read(p []byte) (int, error)
 	SetReadDeadline(t time.Time) error
 	SetWriteDeadline(t time.Time) error
 	Close() error
 }
+
+// port is the package's own name for it.
+type port = Port
 
 var (
 	_ port = (*net.TCPConn)(nil)

@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"log/slog"
+	"net/netip"
+	"strconv"
 
 	"github.com/edgemux/edgemux/config"
 )
@@ -12,7 +14,8 @@ import (
 type Set struct {
 	lines     []*Line
 	devices   []*Device
-	byGateway [256]*Device // by gateway_unit; [0] stays nil
+	byGateway [256]*Device     // by gateway_unit; [0] stays nil
+	dialIn    map[string]*Line // dial-in lines by identity (the canonical form DialInLine looks up)
 }
 
 // Build makes the lines and devices of a validated configuration; they
@@ -25,6 +28,12 @@ func Build(cfg config.ModbusUpstream, log *slog.Logger) *Set {
 			DataBits: lc.DataBits, Parity: lc.Parity, StopBits: lc.StopBits, Queue: lc.Queue}, log)
 		byName[lc.Name] = l
 		s.lines = append(s.lines, l)
+		if l.cfg.Kind == KindDialIn {
+			if s.dialIn == nil {
+				s.dialIn = map[string]*Line{}
+			}
+			s.dialIn[CanonicalIdentity(lc.Identity)] = l
+		}
 	}
 	for _, dc := range cfg.Devices {
 		l := byName[dc.Line]
@@ -61,6 +70,31 @@ func (s *Set) ForGatewayUnit(u byte) *Device {
 		return nil
 	}
 	return s.byGateway[u]
+}
+
+// DialInLine is the dial-in line whose device has identity id (in any
+// form CanonicalIdentity accepts), or nil.
+func (s *Set) DialInLine(id string) *Line {
+	if s == nil {
+		return nil
+	}
+	return s.dialIn[CanonicalIdentity(id)]
+}
+
+// HasDialIn reports whether any line is dial-in.
+func (s *Set) HasDialIn() bool { return s != nil && len(s.dialIn) > 0 }
+
+// CanonicalIdentity is the form identities are compared in: an IP
+// address as netip prints it (IPv4-mapped IPv6 unmapped), a decimal
+// number without leading zeros, anything else as it is.
+func CanonicalIdentity(id string) string {
+	if a, err := netip.ParseAddr(id); err == nil {
+		return a.Unmap().String()
+	}
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+		return strconv.FormatUint(n, 10)
+	}
+	return id
 }
 
 // Devices lists the devices in configuration order.

@@ -12,6 +12,7 @@ package upstream
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -24,6 +25,9 @@ var (
 	ErrQueueFull   = errors.New("modbus: upstream line queue full")
 	ErrClosed      = errors.New("modbus: upstream line closed")
 	ErrBadRequest  = errors.New("modbus: request cannot go upstream")
+	// ErrNotConnected wraps ErrUnavailable: a dial-in device has no
+	// connection to the gateway now.
+	ErrNotConnected = fmt.Errorf("%w: dial-in device not connected", ErrUnavailable)
 )
 
 // Kind is how a line reaches its devices.
@@ -34,13 +38,17 @@ const (
 	KindTCP        Kind = "tcp"          // Modbus TCP (MBAP) to one device or a TCP gateway
 	KindRTU        Kind = "rtu"          // RTU frames on a serial device (/dev/ttyUSB0)
 	KindRTUOverTCP Kind = "rtu-over-tcp" // RTU frames over TCP to a serial server
+	KindDialIn     Kind = "dial-in"      // Modbus TCP (MBAP) over a connection the device opened to the shared port (Attach)
 )
+
+// framesMBAP reports whether the line speaks MBAP rather than RTU.
+func (k Kind) framesMBAP() bool { return k == KindTCP || k == KindDialIn }
 
 // LineConfig is one line. Zero fields take the defaults noted.
 type LineConfig struct {
 	Name        string
 	Kind        Kind
-	Address     string        // host:port for tcp and rtu-over-tcp, a device path for rtu
+	Address     string        // host:port for tcp and rtu-over-tcp, a device path for rtu; none for dial-in
 	Baud        int           // rtu and rtu-over-tcp: the serial side's speed (default 9600)
 	DataBits    int           // 7 or 8 (default 8)
 	Parity      string        // N, E or O (default E, the Modbus default)
