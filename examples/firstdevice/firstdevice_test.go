@@ -146,6 +146,7 @@ func runSection(t *testing.T, binDir string, steps []step) {
 	}
 	s.env = append(os.Environ(), "PATH="+tools+":"+os.Getenv("PATH"))
 	t.Cleanup(s.stopAll)
+	requireTools(t, steps)
 	for _, st := range steps {
 		st.text = strings.ReplaceAll(st.text, docPort, s.port)
 		switch st.role {
@@ -171,6 +172,27 @@ func runSection(t *testing.T, binDir string, steps []step) {
 	}
 	if t.Failed() {
 		t.Logf("what the section printed:\n%s", s.out.String())
+	}
+}
+
+// requireTools fails the section at once, with the fix, when a client its
+// steps use is not installed, rather than after a long wait.
+func requireTools(t *testing.T, steps []step) {
+	t.Helper()
+	const hint = "run `make deps` (.ci/deps installs the test tools with apt-get)"
+	for _, st := range steps {
+		if strings.Contains(st.text, "python3 -m websockets") {
+			if err := exec.Command("/usr/bin/python3", "-c", "import websockets").Run(); err != nil {
+				t.Fatalf("README.md:%d needs python3-websockets for /usr/bin/python3: %s", st.line, hint)
+			}
+		}
+		for _, tool := range []string{"mbpoll", "coap-client-notls"} {
+			if strings.Contains(st.text, tool+" ") {
+				if _, err := exec.LookPath(tool); err != nil {
+					t.Fatalf("README.md:%d needs %s: %s", st.line, tool, hint)
+				}
+			}
+		}
 	}
 }
 
