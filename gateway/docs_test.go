@@ -55,8 +55,8 @@ func readDoc(t *testing.T, path string) string {
 func metricLabels(t *testing.T) map[string][]string {
 	t.Helper()
 	ch := make(chan *prometheus.Desc, 256)
-	m := newMetrics(&Gateway{})
-	v := reflect.ValueOf(m).Elem()
+	g := startGateway(t, testConfig(t), Options{})
+	v := reflect.ValueOf(g.metrics).Elem()
 	collectorType := reflect.TypeFor[prometheus.Collector]()
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -67,9 +67,9 @@ func metricLabels(t *testing.T) map[string][]string {
 		c := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(prometheus.Collector)
 		c.Describe(ch)
 	}
-	(&stateCollector{}).Describe(ch)
-	udpCollector{}.Describe(ch)
-	rudpCollector{}.Describe(ch)
+	(&stateCollector{g: g}).Describe(ch)
+	udpCollector{g: g}.Describe(ch)
+	rudpCollector{g: g}.Describe(ch)
 	close(ch)
 	descRe := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 	out := map[string][]string{}
