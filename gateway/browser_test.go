@@ -19,8 +19,8 @@ import (
 // over the DevTools protocol), has private-protocol devices publish, and
 // waits for the values to appear in the page's topic table, live over the
 // WebSocket. It then checks that data never becomes markup, and saves a
-// screenshot (to $EDGEMUX_SCREENSHOT too when set: that is how
-// docs/dashboard.png is made).
+// screenshot (to $EDGEMUX_SCREENSHOT too when set; the README's come from
+// TestBrowserDashboardSizes).
 func TestBrowserDashboard(t *testing.T) {
 	g := startGateway(t, testConfig(t), Options{})
 	addr := g.Addr().String()

@@ -9,14 +9,16 @@ import (
 
 // ModbusDevice is one upstream Modbus device's health in /api/stats.
 type ModbusDevice struct {
-	Name    string            `json:"name"`
-	Line    string            `json:"line"`
-	Unit    int               `json:"unit_id"`
-	Demoted bool              `json:"demoted"`
-	RTTms   float64           `json:"last_rtt_ms"`
-	Error   string            `json:"last_error,omitempty"`
-	Counts  map[string]uint64 `json:"counts"`         // deviceEvents
-	Poll    *ModbusPoll       `json:"poll,omitempty"` // a polled device's polling (poll.interval set)
+	Name       string            `json:"name"`
+	Line       string            `json:"line"`
+	Unit       int               `json:"unit_id"`
+	State      string            `json:"state"` // deviceState
+	Demoted    bool              `json:"demoted"`
+	RTTms      float64           `json:"last_rtt_ms"`              // of the last answer; meaningless before the first (last_answer_ms absent)
+	LastAnswer int64             `json:"last_answer_ms,omitempty"` // unix ms; absent: never answered
+	Error      string            `json:"last_error,omitempty"`
+	Counts     map[string]uint64 `json:"counts"`         // deviceEvents
+	Poll       *ModbusPoll       `json:"poll,omitempty"` // a polled device's polling (poll.interval set)
 	// Dial-in devices only: whether their connection is attached now,
 	// and from where it last came.
 	Connected *bool  `json:"connected,omitempty"`
@@ -27,6 +29,22 @@ type ModbusDevice struct {
 type ModbusPoll struct {
 	Counts     map[string]uint64 `json:"counts"`       // pollEvents
 	LastPollMs int64             `json:"last_poll_ms"` // Unix ms of the last finished poll; 0 before the first
+}
+
+// deviceState names a device's state for people: "demoted" (failed
+// repeatedly, asked only once per probe_every), "disconnected" (its last
+// request got no answer: no connection, a timeout), "ok" (its last request
+// was answered), "unknown" (nothing asked yet).
+func deviceState(h upstream.Health) string {
+	switch {
+	case h.Demoted:
+		return "demoted"
+	case h.Failing:
+		return "disconnected"
+	case !h.LastAnswer.IsZero():
+		return "ok"
+	}
+	return "unknown"
 }
 
 var (
@@ -82,8 +100,11 @@ func (g *Gateway) modbusDevices() []ModbusDevice {
 	var out []ModbusDevice
 	polled := g.pollStats()
 	for _, h := range g.up.Health() {
-		d := ModbusDevice{Name: h.Name, Line: h.Line, Unit: int(h.Unit), Demoted: h.Demoted,
+		d := ModbusDevice{Name: h.Name, Line: h.Line, Unit: int(h.Unit), State: deviceState(h), Demoted: h.Demoted,
 			RTTms: float64(h.LastRTT.Microseconds()) / 1000, Error: h.LastError, Counts: map[string]uint64{}}
+		if !h.LastAnswer.IsZero() {
+			d.LastAnswer = h.LastAnswer.UnixMilli()
+		}
 		for _, e := range deviceEvents(h) {
 			d.Counts[e.name] = e.n
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/protocols/private"
+	"github.com/edgemux/edgemux/protocols/websocket"
 )
 
 // debianPython is the interpreter with Debian's python3-websockets; the
@@ -152,7 +153,7 @@ func TestWebSocketInterop(t *testing.T) {
 	for len(seen) < 3 {
 		select {
 		case m := <-device.Messages():
-			if m.Src != "ws" || m.Topic == "interop/big" {
+			if m.Src != websocket.Source || m.Topic == "interop/big" {
 				t.Fatalf("device got %s from %q", m.Topic, m.Src)
 			}
 			seen[m.Topic] = string(m.Data)
@@ -206,7 +207,7 @@ func runInteropClient(t *testing.T, ctx context.Context, url string) wsInteropRe
 }
 
 // checkDelivery compares a push with the expected topic, JSON data and
-// retained flag, from the "ws" source.
+// retained flag, from the websocket source.
 func checkDelivery(t *testing.T, what string, d wsDelivery, topic, data string, retained bool) {
 	t.Helper()
 	var got, want any
@@ -217,7 +218,7 @@ func checkDelivery(t *testing.T, what string, d wsDelivery, topic, data string, 
 	json.Unmarshal([]byte(data), &want)
 	gb, _ := json.Marshal(got)
 	wb, _ := json.Marshal(want)
-	if d.Topic != topic || !bytes.Equal(gb, wb) || d.Src != "ws" || d.Retained != retained || d.TS <= 0 {
+	if d.Topic != topic || !bytes.Equal(gb, wb) || d.Src != websocket.Source || d.Retained != retained || d.TS <= 0 {
 		t.Errorf("%s: got %+v (data %s), want topic %s data %s src ws retained %v",
 			what, d, d.Data, topic, data, retained)
 	}

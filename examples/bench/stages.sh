@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stages.sh: the per-stage cost of edgemux's event path, next to seed 002's
+# stages.sh: the per-stage cost of edgemux's event path, next to a C reference's published
 # table. Runs the BenchmarkStage* benchmarks of gateway/stages_bench_test.go
 # COUNT times and prints the median and the minimum of each: on a shared
 # machine the minimum is the better estimate of what a stage itself costs,
@@ -51,7 +51,7 @@ row() { # STAGE BENCHMARK UNIT SEED WHAT
 echo "Per-stage cost, $(date -u +%Y-%m-%dT%H:%MZ), $COUNT runs each, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $CPU, $(nproc) cores, shared (figures are noisy)"
 echo "1g: one goroutine, one call; xg: across goroutines, the real worker goroutine on the other side"
-printf "$FMT" stage "median ns" "min ns" allocs "seed 002 (C, Xeon 4210) ns" "what"
+printf "$FMT" stage "median ns" "min ns" allocs "C reference ns" "what"
 row "registry lookup" BenchmarkStageRegistryLookup ns/op 3.2 "1g: Registry.Lookup(fd, gen)"
 row "sniff: modbus" BenchmarkStageSniff/modbus ns/op 17.5 "1g: sniff.Detect, mbpoll read request"
 row "sniff: http" BenchmarkStageSniff/http ns/op 17.5 "1g: sniff.Detect, HTTP GET"
@@ -62,6 +62,6 @@ row "enqueue: loop" BenchmarkStageEnqueue loop-ns/event 89.3 "xg: l.deliver per 
 row "enqueue: pipe" BenchmarkStageEnqueue ns/op "-" "xg: per event to the worker's take (Take, observe, read(2) to EAGAIN)"
 row "read to EAGAIN" BenchmarkStageReadAgain ns/op "-" "1g: readFD on an empty socket: the syscall each event's read ends with"
 row "wake p50" BenchmarkStageWake/chan p50-ns 210 "xg: parked worker (channel): deliver to Session.Data"
-row "wake p99" BenchmarkStageWake/chan p99-ns "-" "xg: the same, p99 (seed 002 gives none)"
+row "wake p99" BenchmarkStageWake/chan p99-ns "-" "xg: the same, p99 (the C reference gives none)"
 row "wake eventfd p50" BenchmarkStageWake/eventfd p50-ns "-" "xg: the same with an eventfd sleeper"
 row "wake eventfd p99" BenchmarkStageWake/eventfd p99-ns "-" "xg: the same, p99"

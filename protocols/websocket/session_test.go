@@ -50,7 +50,7 @@ func TestPubSubRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := decodeDelivery(t, readJSON(t, a))
-			if d.Topic != "plant/1/temp" || string(d.Data) != `{"v":21.5}` || d.Src != "ws" || d.TS < before-1000 || d.Retained {
+			if d.Topic != "plant/1/temp" || string(d.Data) != `{"v":21.5}` || d.Src != Source || d.TS < before-1000 || d.Retained {
 				t.Errorf("first delivery = %+v", d)
 			}
 			d = decodeDelivery(t, readJSON(t, a))

@@ -71,5 +71,6 @@ const (
 	CloseInternal       = 1011
 )
 
-// Source is the name the handler publishes under (bus.Message.Src).
-const Source = "ws"
+// Source is the name the handler publishes under (bus.Message.Src): the
+// protocol's name, as the private protocol's SPEC.md lists it.
+const Source = "websocket"

@@ -23,6 +23,8 @@ type Health struct {
 	Refused    uint64        // requests failed at once: demoted, queue full, line closed
 	Retries    uint64        // attempts after the first
 	LastRTT    time.Duration // of the last answered attempt
+	LastAnswer time.Time     // when the device last answered; zero: never
+	Failing    bool          // its last request got no answer (timeout, no connection, demoted)
 	Demoted    bool
 	LastError  string
 	// Dial-in devices (a line of KindDialIn) only.
@@ -87,6 +89,7 @@ func (s *health) done(r Result, demoteAfter int, now time.Time, every time.Durat
 	if r.Err != nil {
 		s.h.Failed++
 		s.h.LastError = r.Err.Error()
+		s.h.Failing = true
 		if errors.Is(r.Err, ErrNotConnected) {
 			// A dial-in device away costs its line nothing (no timeout
 			// waited): demoting it would only delay it once it is back.
@@ -99,7 +102,7 @@ func (s *health) done(r Result, demoteAfter int, now time.Time, every time.Durat
 		return
 	}
 	s.h.OK++
-	s.h.LastRTT = r.RTT
+	s.h.LastRTT, s.h.LastAnswer, s.h.Failing = r.RTT, now, false
 	if len(r.PDU) > 0 && r.PDU[0]&0x80 != 0 {
 		s.h.Exceptions++
 	}

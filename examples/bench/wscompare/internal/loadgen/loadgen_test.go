@@ -50,9 +50,9 @@ var classifyCases = []struct {
 	msg  string
 	want Kind
 }{
-	{"fan-out", `{"topic":"bench/fan","data":3,"ts":1,"src":"ws"}`, KindFanout},
+	{"fan-out", `{"topic":"bench/fan","data":3,"ts":1,"src":"websocket"}`, KindFanout},
 	{"spaced", `{"topic": "bench/fan", "data": 3}`, KindFanout},
-	{"probe", `{"topic":"bench/ready","data":0,"ts":1,"src":"ws"}`, KindReady},
+	{"probe", `{"topic":"bench/ready","data":0,"ts":1,"src":"websocket"}`, KindReady},
 	{"error", `{"op":"error","code":400,"msg":"pubsub: malformed JSON"}`, KindOther},
 	{"longer topic", `{"topic":"bench/fanx","data":1}`, KindOther},
 	{"empty", ``, KindOther},

@@ -41,8 +41,8 @@ func TestHubApply(t *testing.T) {
 			t.Fatalf("step %d: reply %s, want %q", i, reply, st.reply)
 		}
 	}
-	want1 := []string{`{"topic":"a/b","data":1,"ts":7,"src":"ws"}`, `{"topic":"a/b/c","data":2,"ts":7,"src":"ws"}`}
-	want2 := []string{`{"topic":"a/b","data":1,"ts":7,"src":"ws"}`, `{"topic":"a/x","data":3,"ts":7,"src":"ws"}`}
+	want1 := []string{`{"topic":"a/b","data":1,"ts":7,"src":"websocket"}`, `{"topic":"a/b/c","data":2,"ts":7,"src":"websocket"}`}
+	want2 := []string{`{"topic":"a/b","data":1,"ts":7,"src":"websocket"}`, `{"topic":"a/x","data":3,"ts":7,"src":"websocket"}`}
 	if fmt.Sprint(r.got[1]) != fmt.Sprint(want1) || fmt.Sprint(r.got[2]) != fmt.Sprint(want2) {
 		t.Fatalf("got %v", r.got)
 	}

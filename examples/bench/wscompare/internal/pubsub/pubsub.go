@@ -2,7 +2,7 @@
 // the comparison (gorilla on net/http, nbio) speak, the same one edgemux
 // speaks on /ws: clients send {"op":"sub","topic":"t/#"},
 // {"op":"unsub","topic":"t/#"} and {"op":"pub","topic":"t/1","data":123};
-// the server pushes {"topic":..,"data":..,"ts":..,"src":"ws"} to every
+// the server pushes {"topic":..,"data":..,"ts":..,"src":"websocket"} to every
 // subscriber whose filter matches, and answers bad requests with
 // {"op":"error","code":..,"msg":..}.
 //
@@ -20,11 +20,11 @@ import (
 
 // Limits with safe defaults; both peers use them as they are.
 const (
-	MaxTopic   = 256      // bytes per topic or filter
-	MaxMessage = 64 << 10 // bytes per client message
-	MaxSubs    = 64       // filters per connection
-	MaxData    = 60 << 10 // bytes of "data" per publish
-	srcWS      = "ws"     // the "src" every push carries
+	MaxTopic   = 256         // bytes per topic or filter
+	MaxMessage = 64 << 10    // bytes per client message
+	MaxSubs    = 64          // filters per connection
+	MaxData    = 60 << 10    // bytes of "data" per publish
+	srcWS      = "websocket" // the "src" every push carries, as edgemux's
 )
 
 // Sentinel errors; each request error is one of these, wrapped.

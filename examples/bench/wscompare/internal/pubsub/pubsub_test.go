@@ -181,7 +181,7 @@ func BenchmarkMatch(b *testing.B) {
 
 func TestEncodePush(t *testing.T) {
 	got := string(EncodePush("t/1", json.RawMessage(`123`), 42))
-	want := `{"topic":"t/1","data":123,"ts":42,"src":"ws"}`
+	want := `{"topic":"t/1","data":123,"ts":42,"src":"websocket"}`
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
