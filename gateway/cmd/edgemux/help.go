@@ -89,8 +89,15 @@ type buildInfo struct {
 
 // readBuildInfo merges the -ldflags stamps over the toolchain's record.
 func readBuildInfo() buildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return stamped(fromToolchain(bi), version, revision, buildTime)
+}
+
+// fromToolchain reads what the Go toolchain recorded in the binary; bi
+// may be nil (a binary built without module support).
+func fromToolchain(bi *debug.BuildInfo) buildInfo {
 	b := buildInfo{version: "devel", revision: "unknown", time: "unknown", timeKind: "committed", goVer: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	if bi != nil {
 		if v := bi.Main.Version; v != "" && v != "(devel)" {
 			b.version = v
 		}
@@ -109,6 +116,11 @@ func readBuildInfo() buildInfo {
 			b.revision += "+dirty"
 		}
 	}
+	return b
+}
+
+// stamped puts the -ldflags stamps that are set over b.
+func stamped(b buildInfo, version, revision, buildTime string) buildInfo {
 	if version != "" {
 		b.version = version
 	}

@@ -22,13 +22,6 @@ import (
 	"github.com/edgemux/edgemux/protocols/private"
 )
 
-func TestVersion(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "edgemux ") {
-		t.Fatalf("version: code %d out %q err %q", code, out.String(), errOut.String())
-	}
-}
-
 func TestCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"check", "-c", "../../../examples/edgemux.yaml"}, &out, &errOut); code != 0 {
@@ -62,10 +55,7 @@ func TestSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "edgemux")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\n"), 0o644)
 	cmd := exec.Command(bin, "run", "-c", cfgFile)
