@@ -14,19 +14,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/edgemux/edgemux/config"
-	"github.com/edgemux/edgemux/gateway"
 )
 
 func main() {
@@ -142,64 +136,4 @@ func checkCommand(fs *flag.FlagSet, e env) func() int {
 		fmt.Fprintln(e.stdout, *file+": ok")
 		return 0
 	}
-}
-
-func load(file string) (config.Config, error) {
-	if file == "" {
-		return config.Parse(config.DefaultYAML)
-	}
-	return config.Load(file)
-}
-
-func serve(file string, drain time.Duration, stderr io.Writer) int {
-	cfg, err := load(file)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	proc, log := newProcess(cfg.Log, stderr)
-	proc.apply(cfg, log)
-	g, err := gateway.New(cfg, gateway.Options{Logger: log})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				return 1
-			}
-			return 0
-		case s := <-sigs:
-			if s == syscall.SIGHUP {
-				reload(g, file, proc, log)
-				continue
-			}
-			log.Info("shutting down", "signal", s.String())
-			ctx, cancel := context.WithTimeout(context.Background(), drain)
-			g.Shutdown(ctx)
-			cancel()
-		}
-	}
-}
-
-// reload applies the file again. A file that does not load (or validate)
-// changes nothing; one that does is applied as far as the gateway can
-// without a restart, which it reports, and the process settings always.
-func reload(g *gateway.Gateway, file string, proc *process, log *slog.Logger) {
-	cfg, err := load(file)
-	if err != nil {
-		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
-		return
-	}
-	if err := g.Reload(cfg); err != nil {
-		log.Warn("reload", "err", errors.Unwrap(err), "detail", err.Error())
-	}
-	proc.apply(cfg, log)
 }

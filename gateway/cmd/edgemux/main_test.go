@@ -94,9 +94,9 @@ func TestSignals(t *testing.T) {
 	// binary owns.
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlimits: {memory_limit: 67108864}\nlog: {level: debug}\n"), 0o644)
 	cmd.Process.Signal(syscall.SIGHUP)
-	waitLog(t, logs, "reloaded")
 	waitLog(t, logs, "bytes=67108864")
 	waitLog(t, logs, "to=DEBUG")
+	waitLog(t, logs, `msg="reload ok" changed=[limits.memory_limit,log.level]`)
 	if err := dev.Ping(ctx); err != nil {
 		t.Fatalf("device after reload: %v", err)
 	}
