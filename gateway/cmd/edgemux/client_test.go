@@ -16,8 +16,9 @@ import (
 )
 
 // startGateway runs a gateway with the built-in defaults on a free
-// loopback port until the test ends.
-func startGateway(t *testing.T) *gateway.Gateway {
+// loopback port until the test ends; policy, if given, is its
+// dispatch.policy.
+func startGateway(t *testing.T, policy ...string) *gateway.Gateway {
 	t.Helper()
 	cfg, err := config.Parse(config.DefaultYAML)
 	if err != nil {
@@ -25,6 +26,9 @@ func startGateway(t *testing.T) *gateway.Gateway {
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Loops = 1
+	if len(policy) > 0 {
+		cfg.Dispatch.Policy = policy[0]
+	}
 	g, err := gateway.New(cfg, gateway.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +88,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// TestClientPubGet runs under every dispatch policy: get relies on the
+// worker delivering a replay before it reads the next request, whichever
+// goroutine runs the handler.
 func TestClientPubGet(t *testing.T) {
-	g := startGateway(t)
+	for _, policy := range []string{"entropy", "roundrobin", "inline"} {
+		t.Run(policy, func(t *testing.T) { testPubGet(t, startGateway(t, policy)) })
+	}
+}
+
+func testPubGet(t *testing.T, g *gateway.Gateway) {
 	s := g.Addr().String()
 	// No value yet: an error in the client's words, exit 1, nothing on stdout.
 	code, out, errOut := cli(t, "", "get", "-s", s, "-t", "plant/line1/temp")
