@@ -226,7 +226,11 @@ func receive(c *private.Client, p printer, count int, wait time.Duration, noReta
 				return exitOK
 			}
 		case <-deadline:
-			fmt.Fprintf(stderr, "edgemux sub: %d of %d messages within %v\n", got, count, wait)
+			if count > 0 {
+				fmt.Fprintf(stderr, "edgemux sub: %d of %d messages within %v\n", got, count, wait)
+			} else {
+				fmt.Fprintf(stderr, "edgemux sub: -W %v passed, %d messages\n", wait, got)
+			}
 			return exitTimeout
 		case <-sigs:
 			return exitOK

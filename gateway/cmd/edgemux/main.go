@@ -113,18 +113,19 @@ func newFlagSet(cmd command, e env) *flag.FlagSet {
 }
 
 // configFlag defines -c, whose default is $EDGEMUX_CONFIG; the flag wins.
-func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("c", os.Getenv("EDGEMUX_CONFIG"), "config file (YAML); default $EDGEMUX_CONFIG, else the built-in defaults")
+// without says what happens with neither.
+func configFlag(fs *flag.FlagSet, without string) *string {
+	return fs.String("c", os.Getenv("EDGEMUX_CONFIG"), "config file (YAML); default $EDGEMUX_CONFIG, else "+without)
 }
 
 func runCommand(fs *flag.FlagSet, e env) func() int {
-	file := configFlag(fs)
+	file := configFlag(fs, "the built-in defaults")
 	drain := fs.Duration("drain", 10*time.Second, "how long SIGTERM waits for connections to finish")
 	return func() int { return serve(*file, *drain, e.stderr) }
 }
 
 func checkCommand(fs *flag.FlagSet, e env) func() int {
-	file := configFlag(fs)
+	file := configFlag(fs, "required")
 	return func() int {
 		if *file == "" {
 			return usageError(e.stderr, "check", "-c FILE (or EDGEMUX_CONFIG) is required")
