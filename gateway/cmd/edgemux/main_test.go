@@ -103,6 +103,17 @@ func TestSignals(t *testing.T) {
 	if err := dev.Publish("a/b", []byte("x"), true); err != nil {
 		t.Fatalf("publish after reload: %v", err)
 	}
+	// The client commands as a script runs them: the binary's exit code.
+	if out, err := exec.Command(bin, "get", "-s", addr, "-t", "a/b").Output(); err != nil || string(out) != "x\n" {
+		t.Fatalf("edgemux get a/b: %q, %v", out, err)
+	}
+	if err := exec.Command(bin, "pub", "-s", addr, "-t", "a/c", "-m", "21.5").Run(); err != nil {
+		t.Fatalf("edgemux pub: %v", err)
+	}
+	var exit *exec.ExitError
+	if err := exec.Command(bin, "get", "-s", addr, "-t", "never/set").Run(); !errors.As(err, &exit) || exit.ExitCode() != exitRefused {
+		t.Fatalf("edgemux get of a missing topic: %v, want exit %d", err, exitRefused)
+	}
 	// SIGTERM drains: every session hears its protocol's goodbye, the
 	// peers hang up, and the last log line says nothing was cut.
 	ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
