@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,4 +82,43 @@ func gatewayFamilies(t *testing.T, g *Gateway) []string {
 		}
 	}
 	return names
+}
+
+// TestRefusedReasonsListed keeps refusedReasons whole: every reason the
+// sources count a refusal under (a literal passed to refused, refuse or
+// deny, set as reason, or returned by the admission check) is in it.
+func TestRefusedReasonsListed(t *testing.T) {
+	uses := regexp.MustCompile(`refused\.WithLabelValues\("(\w+)"\)|\.refuse\([^,]+, [^,]+, "(\w+)"|\.deny\(w, [^,]+, "(\w+)"|reason = [^,]+, "(\w+)"`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for _, m := range uses.FindAllStringSubmatch(string(src), -1) {
+			reasons = append(reasons, strings.Join(m[1:], ""))
+		}
+		if f == "admission.go" {
+			for _, m := range regexp.MustCompile(`return "(\w+)"`).FindAllStringSubmatch(string(src), -1) {
+				reasons = append(reasons, m[1])
+			}
+		}
+		for _, r := range reasons {
+			found++
+			if !slices.Contains(refusedReasons, r) {
+				t.Errorf("%s counts refusals as %q, which refusedReasons lacks", f, r)
+			}
+		}
+	}
+	if found < len(refusedReasons) {
+		t.Errorf("found %d reasons in the sources, refusedReasons lists %d: the patterns above miss some", found, len(refusedReasons))
+	}
 }
