@@ -3,7 +3,7 @@
 # with the embedded default config on 127.0.0.1:5020.
 GO ?= go
 
-.PHONY: test deps vet cross arm allocs race run build bench udpcompare fuzz fuzz-brief
+.PHONY: test deps vet cross arm allocs race run build bench udpcompare fuzz fuzz-brief release
 
 # race goes last so that the main suite's summary is what the run ends with.
 test: deps vet cross arm allocs fuzz-brief race
@@ -61,6 +61,28 @@ arm:
 
 run:
 	$(GO) run ./gateway/cmd/edgemux
+
+# Release binaries for the boxes edgemux runs on: static (CGO_ENABLED=0,
+# no libc to match on the appliance) for linux/amd64, arm64 and arm
+# (GOARM=7), stamped with the version, VCS revision and build time that
+# `edgemux version` prints, into $(DIST) with their SHA-256 sums. VERSION
+# is the nearest tag (git describe), or the short revision without one;
+# each of the three can be set on the command line.
+DIST ?= dist
+RELEASE_ARCHES ?= amd64 arm64 arm
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+RELEASE_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildTime=$(BUILD_TIME)
+release:
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for arch in $(RELEASE_ARCHES); do \
+	  echo "release: linux/$$arch"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -buildvcs=false \
+	    -ldflags "$(RELEASE_LDFLAGS)" -o $(DIST)/edgemux-linux-$$arch ./gateway/cmd/edgemux; \
+	done
+	cd $(DIST) && sha256sum edgemux-linux-* > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
 
 bench:
 	bash examples/bench/stages.sh

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -107,6 +106,9 @@ type Gateway struct {
 	// draining, and those cut (closed abruptly) when it ended.
 	drainClosed atomic.Int64
 	drainCut    atomic.Int64
+
+	reloadMu sync.Mutex    // serialises Reload; guards applied
+	applied  config.Config // the last config Reload applied (cfg at first)
 }
 
 // New validates cfg and builds a gateway; it starts nothing.
@@ -120,6 +122,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg:     cfg,
+		applied: cfg,
 		log:     log.With("component", "gateway"),
 		start:   time.Now(),
 		ready:   make(chan struct{}),
@@ -138,9 +141,11 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if err := g.bus.Reserve(servedOwner, servedTopics(cfg)); err != nil {
 		return nil, err
 	}
-	g.book = quarantine.NewBook(cfg.Quarantine, log.With("component", "quarantine"), nil)
-	g.ws = websocket.New(cfg.WebSocket, g.bus, log.With("component", "websocket"))
-	g.mb = modbus.New(cfg.Modbus, g.bus, log.With("component", "modbus"))
+	// The handlers that name their component in their own logger get log
+	// as it is: a second With would print component= twice on each line.
+	g.book = quarantine.NewBook(cfg.Quarantine, log, nil)
+	g.ws = websocket.New(cfg.WebSocket, g.bus, log)
+	g.mb = modbus.New(cfg.Modbus, g.bus, log)
 	g.up = upstream.Build(cfg.Modbus.Upstream, log.With("component", "modbus-upstream"))
 	g.mb.SetUpstream(g.up)
 	g.poller = poll.New(pollDevices(cfg.Modbus.Upstream, g.up), g.bus, log.With("component", "modbus-poll"))
@@ -148,7 +153,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if err := g.bus.Claim(poll.Source, g.poller.Topics(), g.poller); err != nil {
 		return nil, err
 	}
-	g.priv = private.New(cfg.Private, g.bus, log.With("component", "private"))
+	g.priv = private.New(cfg.Private, g.bus, log)
 	g.coap = coap.New(cfg.CoAP, g.bus, log.With("component", "coap"))
 	handlers := map[string]protocols.Handler{
 		"private":    g.priv,
@@ -193,60 +198,6 @@ func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 
 // Addr is the bound address; valid after Ready.
 func (g *Gateway) Addr() netip.AddrPort { return g.addr }
-
-// Reload validates cfg and swaps in its routes, limits, sniff settings and
-// its websocket and modbus sections. Live connections are untouched (open
-// WebSocket sessions take the new settings from their next call, Modbus
-// masters from their next request). Every other section that changed
-// needs a restart: it is named in the returned error, joined with
-// errRestartCfg, and otherwise ignored. The log section and
-// limits.memory_limit are the process's, applied by the binary. Of the
-// admin section, all but enabled and idle_timeout reload (access.go).
-func (g *Gateway) Reload(cfg config.Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	var ignored []error
-	for _, s := range []struct {
-		what    string
-		changed bool
-	}{
-		{"listen/loops/pin_cpus", cfg.Listen != g.cfg.Listen || cfg.Loops != g.cfg.Loops || cfg.PinCPUs != g.cfg.PinCPUs},
-		{"pools/dispatch", fmt.Sprint(cfg.Pools) != fmt.Sprint(g.cfg.Pools) || cfg.Dispatch != g.cfg.Dispatch},
-		{"private", !reflect.DeepEqual(cfg.Private, g.cfg.Private)},
-		{"quarantine", !reflect.DeepEqual(cfg.Quarantine, g.cfg.Quarantine)},
-		{"bus", cfg.Bus != g.cfg.Bus},
-		{"admin.enabled/idle_timeout", cfg.Admin.Enabled != g.cfg.Admin.Enabled || cfg.Admin.IdleTimeout != g.cfg.Admin.IdleTimeout},
-		{"udp", !reflect.DeepEqual(cfg.UDP, g.cfg.UDP)},
-		{"coap", !reflect.DeepEqual(cfg.CoAP, g.cfg.CoAP)},
-	} {
-		if s.changed {
-			ignored = append(ignored, fmt.Errorf("%s: %w", s.what, errRestartCfg))
-		}
-	}
-	rt, err := compileRuntime(cfg)
-	if err != nil {
-		return err
-	}
-	acc, err := g.admin.compile(cfg.Admin)
-	if err != nil {
-		return err
-	}
-	for _, r := range rt.routes {
-		if r.action == actionHandle && g.byPool[r.pool] == nil {
-			return fmt.Errorf("gateway: reload: route to pool %q that is not running: %w", r.pool, errRestartCfg)
-		}
-	}
-	if err := g.bus.Reserve(servedOwner, servedTopics(cfg)); err != nil {
-		return err
-	}
-	g.rt.Store(rt)
-	g.ws.Reload(cfg.WebSocket)
-	g.mb.Reload(cfg.Modbus)
-	g.admin.apply(cfg.Admin, acc)
-	g.log.Info("reloaded", "routes", len(rt.routes))
-	return errors.Join(ignored...)
-}
 
 // datagramHandlers are the datagram handlers by class name: the
 // reliable UDP core carrying the private protocol (rudp), CoAP, and those

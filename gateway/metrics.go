@@ -66,6 +66,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.reg.MustRegister(&stateCollector{g: g}, udpCollector{g: g}, rudpCollector{g: g},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zeroSeries(g)
 	return m
 }
 
@@ -149,12 +150,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[p][st]++
 		}
 	}
-	for p := range counts {
-		for st := range counts[p] {
-			if counts[p][st] > 0 {
-				ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(counts[p][st]),
-					sniff.Proto(p).String(), registry.State(st).String())
-			}
+	// Every protocol and state, zeros too (metrics_zero.go).
+	for _, p := range allProtos() {
+		for st := registry.Sniffing; st <= registry.Closing; st++ {
+			ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(counts[p][st]),
+				p.String(), st.String())
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descStale, prometheus.CounterValue, float64(g.reg.Stale()))

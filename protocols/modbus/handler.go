@@ -98,7 +98,7 @@ func newSettings(cfg config.Modbus) *settings {
 // Reload applies cfg (validated) from the next request on.
 func (h *Handler) Reload(cfg config.Modbus) {
 	h.set.Store(newSettings(cfg))
-	h.log.Info("reloaded", "tags", len(cfg.Tags), "unit_ids", cfg.UnitIDs)
+	h.log.Debug("reloaded", "tags", len(cfg.Tags), "unit_ids", cfg.UnitIDs)
 }
 
 // Stats returns a snapshot of the counters.

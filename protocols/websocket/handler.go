@@ -195,7 +195,7 @@ func (h *Handler) newSettings(cfg config.WebSocket) *settings {
 // session keeps the compression it negotiated.
 func (h *Handler) Reload(cfg config.WebSocket) {
 	h.set.Store(h.newSettings(cfg))
-	h.log.Info("reloaded", "path", h.Config().Path, "allowed_origins", h.Config().AllowedOrigins)
+	h.log.Debug("reloaded", "path", h.Config().Path, "allowed_origins", h.Config().AllowedOrigins)
 }
 
 // Config returns the configuration in effect, defaults filled in.

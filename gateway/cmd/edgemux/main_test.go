@@ -22,13 +22,6 @@ import (
 	"github.com/edgemux/edgemux/protocols/private"
 )
 
-func TestVersion(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "edgemux ") {
-		t.Fatalf("version: code %d out %q err %q", code, out.String(), errOut.String())
-	}
-}
-
 func TestCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"check", "-c", "../../../examples/edgemux.yaml"}, &out, &errOut); code != 0 {
@@ -62,10 +55,7 @@ func TestSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "edgemux")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\n"), 0o644)
 	cmd := exec.Command(bin, "run", "-c", cfgFile)
@@ -104,14 +94,25 @@ func TestSignals(t *testing.T) {
 	// binary owns.
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlimits: {memory_limit: 67108864}\nlog: {level: debug}\n"), 0o644)
 	cmd.Process.Signal(syscall.SIGHUP)
-	waitLog(t, logs, "reloaded")
 	waitLog(t, logs, "bytes=67108864")
 	waitLog(t, logs, "to=DEBUG")
+	waitLog(t, logs, `msg="reload ok" changed=[limits.memory_limit,log.level]`)
 	if err := dev.Ping(ctx); err != nil {
 		t.Fatalf("device after reload: %v", err)
 	}
 	if err := dev.Publish("a/b", []byte("x"), true); err != nil {
 		t.Fatalf("publish after reload: %v", err)
+	}
+	// The client commands as a script runs them: the binary's exit code.
+	if out, err := exec.Command(bin, "get", "-s", addr, "-t", "a/b").Output(); err != nil || string(out) != "x\n" {
+		t.Fatalf("edgemux get a/b: %q, %v", out, err)
+	}
+	if err := exec.Command(bin, "pub", "-s", addr, "-t", "a/c", "-m", "21.5").Run(); err != nil {
+		t.Fatalf("edgemux pub: %v", err)
+	}
+	var exit *exec.ExitError
+	if err := exec.Command(bin, "get", "-s", addr, "-t", "never/set").Run(); !errors.As(err, &exit) || exit.ExitCode() != exitRefused {
+		t.Fatalf("edgemux get of a missing topic: %v, want exit %d", err, exitRefused)
 	}
 	// SIGTERM drains: every session hears its protocol's goodbye, the
 	// peers hang up, and the last log line says nothing was cut.

@@ -30,17 +30,18 @@ func newProcess(c config.Log, w io.Writer) (*process, *slog.Logger) {
 	return p, slog.New(slog.NewTextHandler(w, opts))
 }
 
-// apply sets the memory limit and the log level from cfg; a new log
-// format needs a restart, and says so.
-func (p *process) apply(cfg config.Config, log *slog.Logger) {
+// apply sets the memory limit and the log level from cfg. It returns the
+// keys that need a restart: log.format, as the handler is built once.
+func (p *process) apply(cfg config.Config, log *slog.Logger) (needRestart []string) {
 	p.mem.apply(cfg.Limits.MemoryLimit, log)
 	if lv := parseLevel(cfg.Log.Level); lv != p.level.Level() {
 		p.level.Set(lv)
 		log.Info("log level changed", "to", lv.String())
 	}
 	if cfg.Log.Format != p.format {
-		log.Warn("reload", "detail", "log.format: gateway: needs a restart to take effect")
+		return []string{"log.format"}
 	}
+	return nil
 }
 
 // parseLevel reads a validated log.level; anything else is info.
