@@ -66,7 +66,7 @@ func main() {
 	fs.StringVar(&f.addr, "addr", "", "masters: server address")
 	fs.IntVar(&f.masters, "masters", 100, "concurrent masters")
 	fs.IntVar(&f.regs, "regs", 20, "registers per master read")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "poll -impl edgemux: write a CPU profile of the window here")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "poll and serve -impl edgemux: write a CPU profile here (poll: of the window)")
 	fs.StringVar(&f.memProfile, "memprofile", "", "poll -impl edgemux: write a heap profile at the end of the window here")
 	fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -94,7 +94,7 @@ func runMode(ctx context.Context, mode string, f flags) error {
 		}
 		return pollEdgemux(ctx, addrs, f.interval, w, f.cpuProfile, f.memProfile)
 	case "serve":
-		return serve(ctx, f.impl)
+		return serve(ctx, f.impl, f.cpuProfile)
 	case "masters":
 		return masters(ctx, f.addr, f.masters, f.regs, w)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -48,7 +49,7 @@ func serverYAML() []byte {
 // republishes every 10 ms (live values, as devices would publish them),
 // or the simulator's plain goroutine-per-connection server (mbsim), whose
 // registers are encoded afresh on every read.
-func serve(ctx context.Context, impl string) error {
+func serve(ctx context.Context, impl, cpuProfile string) error {
 	switch impl {
 	case "mbsim":
 		s, err := mbsim.Start(mbsim.Config{Devices: 1, Net: "127.2"})
@@ -109,6 +110,15 @@ func serve(ctx context.Context, impl string) error {
 			}
 		}
 	}()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Println("listening", g.Addr())
 	return <-done
 }
