@@ -116,7 +116,8 @@ func pollEdgemux(ctx context.Context, addrs []string, interval time.Duration, w 
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(os.Stderr, "edgemux: %d devices, configuration %d bytes\n", len(addrs), len(y))
+	hwm, _ := statusKB(os.Getpid(), "VmHWM")
+	fmt.Fprintf(os.Stderr, "edgemux: %d devices, configuration %d bytes, peak RSS %d MB when started\n", len(addrs), len(y), hwm>>10)
 	err = w.measure(ctx, "edgemux", func() (uint64, uint64) { return tags.Load(), bad.Load() })
 	if memProfile != "" {
 		if f, ferr := os.Create(memProfile); ferr == nil {
@@ -177,6 +178,7 @@ func subscribeCount(ctx context.Context, b *bus.Bus, filter string, tags, bad *a
 // every interval, the 30 tags decoded by hand.
 func pollGoburrow(ctx context.Context, addrs []string, interval time.Duration, w window) error {
 	var tags, bad atomic.Uint64
+	var errs errorKinds
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,6 +198,12 @@ func pollGoburrow(ctx context.Context, addrs []string, interval time.Duration, w
 				data, err := c.ReadHoldingRegisters(0, uint16(mbsim.Registers))
 				if err != nil || len(data) != 2*mbsim.Registers {
 					bad.Add(uint64(len(mbsim.Tags)))
+					errs.note(err)
+					// A late answer stays in the stream and every later
+					// read would take its predecessor's (goburrow #64):
+					// start over on a new connection, as a careful
+					// client of it must.
+					h.Close()
 				} else {
 					decodeLayout(data, values)
 					tags.Add(uint64(len(values)))
@@ -211,7 +219,42 @@ func pollGoburrow(ctx context.Context, addrs []string, interval time.Duration, w
 	err := w.measure(ctx, "goburrow", func() (uint64, uint64) { return tags.Load(), bad.Load() })
 	cancel()
 	wg.Wait()
+	errs.print("goburrow")
 	return err
+}
+
+// errorKinds counts failed reads by their error, digits left out (ids
+// and counts vary).
+type errorKinds struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *errorKinds) note(err error) {
+	k := "short response"
+	if err != nil {
+		k = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, err.Error())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[k]++
+}
+
+// print writes the counts to stderr.
+func (e *errorKinds) print(who string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, n := range e.n {
+		fmt.Fprintf(os.Stderr, "%s: %d reads failed: %s\n", who, n, k)
+	}
 }
 
 // decodeLayout decodes every tag of the layout from a read of all its
