@@ -64,7 +64,7 @@ type ModbusDevice struct {
 
 // Upstream limits.
 const (
-	maxModbusLines   = 256
+	maxModbusLines   = maxModbusDevices // a Modbus TCP device is a line of its own
 	maxModbusDevices = 4096
 	maxModbusRetries = 10
 )

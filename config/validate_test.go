@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,26 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestModbusLinePerDevice: a Modbus TCP device is a line of its own, so
+// a plant of 500 such devices is 500 lines (refused at 256 lines before).
+func TestModbusLinePerDevice(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("modbus:\n  upstream:\n    lines:\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "      - {name: l%d, kind: tcp, address: '127.1.%d.%d:502'}\n", i, i/250, 1+i%250)
+	}
+	b.WriteString("    devices:\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "      - {name: d%d, line: l%d, unit_id: 1}\n", i, i)
+	}
+	cfg, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -116,6 +116,9 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The line index only names lines in Validate's errors; kept, a
+	// file of 500 polled devices x 30 tags holds 9 MB of it for nothing.
+	cfg.Lines = nil
 	log := opt.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

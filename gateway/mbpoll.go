@@ -21,7 +21,8 @@ func pollDevices(cfg config.ModbusUpstream, set *upstream.Set) []poll.Device {
 			continue
 		}
 		p := poll.Device{Dev: dev, Interval: dc.Poll.Interval, OnChange: dc.Poll.OnChange,
-			Limits: poll.Limits{MaxRegisters: dc.Poll.MaxRegisters, MaxBits: dc.Poll.MaxBits, MaxGap: dc.Poll.MaxGap}}
+			Limits: poll.Limits{MaxRegisters: dc.Poll.MaxRegisters, MaxBits: dc.Poll.MaxBits, MaxGap: dc.Poll.MaxGap},
+			Tags:   make([]poll.PolledTag, 0, len(dc.Poll.Tags))}
 		for _, tc := range dc.Poll.Tags {
 			table, _ := poll.ParseTable(tc.Table)
 			typ, _ := poll.ParseType(tc.Type)
