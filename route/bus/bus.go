@@ -229,6 +229,19 @@ func (b *Bus) Publish(topic string, payload []byte, src string) error {
 // topic a Writer claimed, by anyone but its owner, goes to the Writer
 // instead (claim.go) and returns its verdict.
 func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) error {
+	return b.PublishDone(q, topic, payload, src, nil)
+}
+
+// PublishDone is PublishWithin for a publisher that answers its client
+// only once a write has reached the device: when it returns nil, done is
+// called once with the outcome. A value (a topic no Writer claims, or the
+// owner's own publish) is done when published, so done runs before
+// PublishDone returns; a write to a claimed topic is done when its Writer
+// says (any goroutine, maybe later: see Writer), nil when the device took
+// it, else an error wrapping ErrWriteFailed. When PublishDone returns an
+// error, done is never called. done must not block; nil asks for no
+// outcome (PublishWithin).
+func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, done func(error)) error {
 	if err := validTopic(topic, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		b.rejected.Add(1)
 		return err
@@ -238,8 +251,19 @@ func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) 
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), b.opt.MaxPayload)
 	}
 	if c, ok := b.claimFor(topic); ok && c.owner != src {
-		return c.w.Write(topic, payload, src)
+		return c.w.Write(topic, payload, src, done)
 	}
+	if err := b.publish(q, topic, payload, src); err != nil {
+		return err
+	}
+	if done != nil {
+		done(nil)
+	}
+	return nil
+}
+
+// publish records and fans out a validated message that is a value.
+func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error {
 	m := Message{Topic: topic, Src: src, TS: b.opt.Now()}
 	if len(payload) > 0 {
 		m.Payload = append(make([]byte, 0, len(payload)), payload...)

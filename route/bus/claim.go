@@ -14,17 +14,26 @@ var (
 	ErrWriteBusy   = errors.New("bus: device cannot take the write now")
 )
 
+// ErrWriteFailed is the outcome of an accepted write the device did not
+// take: it refused it (an exception), did not answer, its line was down,
+// or the value read back was not the one written. The error wrapping it
+// names the cause (and wraps the cause's own error where there is one).
+var ErrWriteFailed = errors.New("bus: device did not take the write")
+
 // Writer owns topics whose value comes from a device (a polled Modbus
 // tag): a publish to one of them by anyone but the owner is a request to
 // change the device, not a value, so it is neither cached nor delivered
 // (the cache must not show a value the device does not have). Write
 // returns at once: an error refuses the write (ErrNotWritable,
-// ErrWriteValue, ErrWriteBusy, wrapped), nil accepts it, and the owner
-// then reports the device's outcome itself (on a result topic). Write is
-// called on the publisher's goroutine with no bus lock held and must not
-// block.
+// ErrWriteValue, ErrWriteBusy, wrapped) and done is never called; nil
+// accepts it, and the owner then reports the device's outcome itself (on
+// a result topic, for everyone) and, when done is not nil, to the writer:
+// done is called once, from any goroutine (possibly before Write
+// returns), with nil when the device took the write or an error wrapping
+// ErrWriteFailed. done must not block. Write is called on the publisher's
+// goroutine with no bus lock held and must not block.
 type Writer interface {
-	Write(topic string, payload []byte, src string) error
+	Write(topic string, payload []byte, src string, done func(error)) error
 }
 
 // claims is an immutable snapshot: a publish reads it with one atomic

@@ -2,20 +2,25 @@ package bus
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
 // recordingWriter takes writes, refusing topics in refuse.
+// The done of each accepted write is kept in dones, to be called by the
+// test as the device would.
 type recordingWriter struct {
 	got    []string
 	refuse map[string]error
+	dones  []func(error)
 }
 
-func (w *recordingWriter) Write(topic string, payload []byte, src string) error {
+func (w *recordingWriter) Write(topic string, payload []byte, src string, done func(error)) error {
 	if err := w.refuse[topic]; err != nil {
 		return err
 	}
 	w.got = append(w.got, topic+"="+string(payload)+" from "+src)
+	w.dones = append(w.dones, done)
 	return nil
 }
 
@@ -63,5 +68,42 @@ func TestClaimedTopicWrites(t *testing.T) {
 	}
 	if m, ok := b.Get("dev/ro"); !ok || string(m.Payload) != "3" {
 		t.Fatal("released topic: publish not cached")
+	}
+}
+
+// TestPublishDone: a value is done before PublishDone returns; a write to
+// a claimed topic is done when the Writer says, with its outcome; a
+// refused write or an invalid topic is an error and never done; a plain
+// publish passes the Writer no done.
+func TestPublishDone(t *testing.T) {
+	b := newTestBus(t, Options{})
+	w := &recordingWriter{refuse: map[string]error{"dev/ro": ErrNotWritable}}
+	if err := b.Claim("poller", []string{"dev/sp", "dev/ro"}, w); err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []error
+	record := func(err error) { outcomes = append(outcomes, err) }
+	if err := b.PublishDone(nil, "plain/v", []byte("1"), "ws", record); err != nil || len(outcomes) != 1 || outcomes[0] != nil {
+		t.Fatalf("a value: %v, outcomes %v", err, outcomes)
+	}
+	if err := b.PublishDone(nil, "dev/sp", []byte("2"), "ws", record); err != nil || len(outcomes) != 1 {
+		t.Fatalf("a write: %v, outcomes %v before the device answered", err, outcomes)
+	}
+	failed := fmt.Errorf("%w: exception 0x02", ErrWriteFailed)
+	w.dones[0](failed)
+	if len(outcomes) != 2 || !errors.Is(outcomes[1], ErrWriteFailed) {
+		t.Fatalf("the write's outcome: %v", outcomes)
+	}
+	if err := b.PublishDone(nil, "dev/ro", []byte("3"), "ws", record); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("a refused write: %v", err)
+	}
+	if err := b.PublishDone(nil, "bad/#", []byte("3"), "ws", record); !errors.Is(err, ErrInvalidTopic) {
+		t.Fatalf("an invalid topic: %v", err)
+	}
+	if len(outcomes) != 2 || len(w.dones) != 1 {
+		t.Fatalf("refusals were done: %v", outcomes)
+	}
+	if err := b.Publish("dev/sp", []byte("4"), "ws"); err != nil || len(w.dones) != 2 || w.dones[1] != nil {
+		t.Fatalf("a plain publish's write: %v, done %v", err, w.dones)
 	}
 }

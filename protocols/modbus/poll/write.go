@@ -1,6 +1,7 @@
 package poll
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -52,8 +53,11 @@ type tagRef struct {
 
 // Write implements bus.Writer: value is the payload published to a tag's
 // topic by src. Errors wrap bus.ErrNotWritable, bus.ErrWriteValue or
-// bus.ErrWriteBusy.
-func (p *Poller) Write(topic string, value []byte, src string) error {
+// bus.ErrWriteBusy. done, when not nil, gets the outcome published on the
+// result topic: nil, or an error wrapping bus.ErrWriteFailed and the
+// cause (upstream.ErrTimeout and the line's other errors, an Exception,
+// ErrReadBack).
+func (p *Poller) Write(topic string, value []byte, src string, done func(error)) error {
 	ref, ok := p.byTopic[topic]
 	if !ok {
 		return fmt.Errorf("%w: %s is the poller's result topic", bus.ErrNotWritable, topic)
@@ -77,60 +81,103 @@ func (p *Poller) Write(topic string, value []byte, src string) error {
 	}
 	d.writes.Add(1)
 	p.log.Debug("poll: write", "topic", topic, "src", src, "device", d.Dev.Name())
-	d.Dev.Submit(pdu, func(r upstream.Result) { p.written(ref, r) })
+	w := &write{ref: ref, pdu: pdu, done: done}
+	d.Dev.Submit(pdu, func(r upstream.Result) { p.written(w, r) })
 	return nil
 }
 
+// write is one accepted write on its way through the device's line.
+type write struct {
+	ref  tagRef
+	pdu  []byte      // the request, to compare a read-back with
+	done func(error) // the writer's, or nil
+}
+
+// Exception is a device's exception answer (its code).
+type Exception byte
+
+func (e Exception) Error() string { return fmt.Sprintf("exception %#02x", byte(e)) }
+
+// ErrReadBack is a write the device answered whose read-back failed or
+// showed another value than the one written.
+var ErrReadBack = errors.New("written; read-back")
+
 // written takes a write's answer on the line's goroutine: it must not
-// block. With read-back, the tag is read before the outcome is told.
-func (p *Poller) written(ref tagRef, r upstream.Result) {
-	t := ref.d.Tags[ref.i]
-	why := failure(r)
-	if why != "" || !t.ReadBack {
-		p.finishWrite(ref, why, nil)
+// block. With read-back, the tag is read before the outcome is told, and
+// the device must hold what was written.
+func (p *Poller) written(w *write, r upstream.Result) {
+	t := w.ref.d.Tags[w.ref.i]
+	err := failure(r)
+	if err != nil || !t.ReadBack {
+		p.finishWrite(w, err, nil)
 		return
 	}
 	read := Read{Table: t.Table, Start: t.Address, Count: t.Width()}
-	ref.d.Dev.Submit(read.PDU(), func(r upstream.Result) {
-		if why := failure(r); why != "" {
-			p.finishWrite(ref, "written; read-back: "+why, nil)
+	w.ref.d.Dev.Submit(read.PDU(), func(r upstream.Result) {
+		if err := failure(r); err != nil {
+			p.finishWrite(w, fmt.Errorf("%w: %w", ErrReadBack, err), nil)
 			return
 		}
 		v, err := Decode(t.Tag, t.Address, r.PDU[2:])
-		if err != nil {
-			p.finishWrite(ref, "written; read-back: "+err.Error(), nil)
-			return
+		switch {
+		case err != nil:
+			p.finishWrite(w, fmt.Errorf("%w: %w", ErrReadBack, err), nil)
+		case !holdsWritten(w.pdu, r.PDU[2:]):
+			p.finishWrite(w, fmt.Errorf("%w: the device holds %s", ErrReadBack, v.AppendJSON(nil)), &v)
+		default:
+			p.finishWrite(w, nil, &v)
 		}
-		p.finishWrite(ref, "", &v)
 	})
 }
 
-// failure is why a result is not a normal answer, or "".
-func failure(r upstream.Result) string {
+// holdsWritten reports whether a read-back's data is what the write
+// request pdu (FC 5, 6 or 16, from EncodeWrite) put there.
+func holdsWritten(pdu, data []byte) bool {
 	switch {
-	case r.Err != nil:
-		return r.Err.Error()
-	case len(r.PDU) >= 2 && r.PDU[0]&0x80 != 0:
-		return fmt.Sprintf("exception %#02x", r.PDU[1])
-	case len(r.PDU) < 2:
-		return "short response"
+	case len(pdu) == 5 && pdu[0] == 5: // a coil: ON is 0xFF00
+		return len(data) >= 1 && (data[0]&1 == 1) == (pdu[3] == 0xFF)
+	case len(pdu) == 5 && pdu[0] == 6:
+		return bytes.Equal(data, pdu[3:5])
+	case len(pdu) > 6 && pdu[0] == 16:
+		return bytes.Equal(data, pdu[6:])
 	}
-	return ""
+	return false
 }
 
-// finishWrite counts a write's outcome, publishes it on the result topic
-// and asks for a poll of the device now.
-func (p *Poller) finishWrite(ref tagRef, why string, readBack *Value) {
-	d := ref.d
+// failure is why a result is not a normal answer, or nil.
+func failure(r upstream.Result) error {
+	switch {
+	case r.Err != nil:
+		return r.Err
+	case len(r.PDU) >= 2 && r.PDU[0]&0x80 != 0:
+		return Exception(r.PDU[1])
+	case len(r.PDU) < 2:
+		return errors.New("short response")
+	}
+	return nil
+}
+
+// finishWrite counts a write's outcome, publishes it on the result topic,
+// tells the writer, and asks for a poll of the device now.
+func (p *Poller) finishWrite(w *write, cause error, readBack *Value) {
+	d := w.ref.d
 	d.waiting.Add(-1)
-	if why == "" {
+	why := ""
+	if cause == nil {
 		d.writesOK.Add(1)
 	} else {
 		d.writesFailed.Add(1)
+		why = cause.Error()
 	}
-	topic := ResultTopic(d.Tags[ref.i].Topic)
-	if err := p.pub.Publish(topic, writeResult(why, readBack, time.Now()), Source); err != nil {
-		p.log.Warn("poll: write result not published", "topic", topic, "err", err)
+	topic := d.Tags[w.ref.i].Topic
+	if err := p.pub.Publish(ResultTopic(topic), writeResult(why, readBack, time.Now()), Source); err != nil {
+		p.log.Warn("poll: write result not published", "topic", ResultTopic(topic), "err", err)
+	}
+	if w.done != nil {
+		if cause != nil {
+			cause = fmt.Errorf("%w: %s on %s: %w", bus.ErrWriteFailed, topic, d.Dev.Name(), cause)
+		}
+		w.done(cause)
 	}
 	select {
 	case d.kick <- struct{}{}:

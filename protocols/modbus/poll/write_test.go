@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goburrow "github.com/goburrow/modbus"
+
 	"github.com/edgemux/edgemux/protocols/modbus/upstream"
 	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
 	"github.com/edgemux/edgemux/route/bus"
@@ -108,5 +110,79 @@ func TestWriteThroughBus(t *testing.T) {
 	st := p.Stats()[0]
 	if st.Writes != 4 || st.WritesOK != 3 || st.WritesBad != 1 {
 		t.Fatalf("stats %+v: want 4 writes, 3 ok, 1 failed", st)
+	}
+}
+
+// TestWriteDoneTellsTheWriter: a write published with bus.PublishDone is
+// done only once pymodbus holds the value (read from it directly right
+// after), with read-back too; a device exception is an error wrapping
+// bus.ErrWriteFailed and the Exception; a unit id pymodbus does not
+// serve is upstream.ErrTimeout after the device's timeout.
+func TestWriteDoneTellsTheWriter(t *testing.T) {
+	addr := upstreamtest.TCPDevice(t, 1)
+	line := upstream.NewLine(upstream.LineConfig{Name: "plc", Kind: upstream.KindTCP, Address: addr}, nil)
+	dev := line.AddDevice(upstream.DeviceConfig{Name: "plc1", Unit: 1, Timeout: 2 * time.Second})
+	silent := line.AddDevice(upstream.DeviceConfig{Name: "gone", Unit: 9, Timeout: 300 * time.Millisecond})
+	line.Start()
+	t.Cleanup(line.Close)
+	b := bus.New(bus.Options{})
+	wtag := func(topic string, a int, readBack bool) PolledTag {
+		return PolledTag{Tag: Tag{Topic: topic, Table: Holding, Address: a, Type: U16}, Writable: true, ReadBack: readBack}
+	}
+	p := New([]Device{
+		{Dev: dev, Interval: time.Hour, Tags: []PolledTag{wtag("d/a", 30, false), wtag("d/rb", 31, true), wtag("d/far", 3000, false)}},
+		{Dev: silent, Interval: time.Hour, Tags: []PolledTag{wtag("g/a", 1, false)}},
+	}, b, nil)
+	if err := b.Claim(Source, p.Topics(), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	t.Cleanup(p.Close)
+
+	h := goburrow.NewTCPClientHandler(addr)
+	h.SlaveId, h.Timeout = 1, 10*time.Second
+	t.Cleanup(func() { h.Close() })
+	device := goburrow.NewClient(h)
+	holding := func(a uint16) uint16 {
+		t.Helper()
+		b, err := device.ReadHoldingRegisters(a, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint16(b[0])<<8 | uint16(b[1])
+	}
+	// write publishes and waits for done; pymodbus is read right after.
+	write := func(topic, v string) error {
+		t.Helper()
+		out := make(chan error, 1)
+		if err := b.PublishDone(nil, topic, []byte(v), "private", func(err error) { out <- err }); err != nil {
+			t.Fatalf("%s: refused: %v", topic, err)
+		}
+		select {
+		case err := <-out:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: never done", topic)
+		}
+		return nil
+	}
+	if err := write("d/a", "4242"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if held := holding(30); held != 4242 {
+		t.Fatalf("pymodbus holds %d right after the write was done, want 4242", held)
+	}
+	if err := write("d/rb", "77"); err != nil {
+		t.Fatalf("write with read-back: %v", err)
+	}
+	if held := holding(31); held != 77 {
+		t.Fatalf("pymodbus holds %d right after the write with read-back was done, want 77", held)
+	}
+	var exc Exception
+	if err := write("d/far", "5"); !errors.Is(err, bus.ErrWriteFailed) || !errors.As(err, &exc) || exc != 2 {
+		t.Fatalf("a write pymodbus refuses: %v, want ErrWriteFailed, exception 0x02", err)
+	}
+	if err := write("g/a", "5"); !errors.Is(err, bus.ErrWriteFailed) || !errors.Is(err, upstream.ErrTimeout) {
+		t.Fatalf("a write nobody answers: %v, want ErrWriteFailed, ErrTimeout", err)
 	}
 }
