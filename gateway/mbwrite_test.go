@@ -178,8 +178,8 @@ modbus:
 	if m, err := btWSRead(ws); err != nil || m.Op != "error" || m.Code != "bad-value" {
 		t.Fatalf("WebSocket pub of a word: %+v %v, want error bad-value", m, err)
 	}
-	if err := writer.Publish("plant/far", []byte("5"), true); err != nil {
-		t.Fatalf("private PUB to a writable tag: %v", err)
+	if err := writer.Publish("plant/far", []byte("5"), true); !errors.Is(err, private.CodeWriteFailed) {
+		t.Fatalf("private PUB to a writable tag pymodbus lacks: %v, want WRITE_FAILED", err)
 	}
 	coap := "coap://" + g.Addr().String() + "/t/plant/"
 	if out := coapRun(t, "-m", "put", "-e", "7", coap+"ro"); !strings.Contains(out, "4.03") {

@@ -27,7 +27,8 @@ type pending struct {
 	fc     byte   // its function, for an exception
 	out    []byte // a local answer, ready
 	result upstream.Result
-	done   atomic.Bool // result is set (forwarded) or out is (local)
+	writes *deviceWrites // a write waiting for devices: out is its response if they all took it
+	done   atomic.Bool   // result is set (forwarded), out is (local), or writes are done
 }
 
 var _ protocols.Notified = (*session)(nil)
@@ -73,6 +74,10 @@ func (s *session) flush() error {
 	k := 0
 	for ; k < len(s.queue) && s.queue[k].done.Load(); k++ {
 		q := s.queue[k]
+		if q.writes != nil {
+			out = h.writeAnswer(out, q)
+			continue
+		}
 		if q.out != nil {
 			out = append(out, q.out...)
 			continue

@@ -25,6 +25,9 @@ type Stats struct {
 	// UpstreamFailed counts forwarded requests answered with 0x0A, 0x0B
 	// or 0x01 because the device could not be asked or did not answer.
 	UpstreamFailed uint64
+	// WritesFailed counts register-map writes answered with an exception
+	// because a device did not take a write they caused (writeack.go).
+	WritesFailed uint64
 	// Dial-in devices (dialin.go): silent peers probed, connections
 	// attached to their lines, attachments that replaced an older
 	// connection, answers naming no line, answers that were not a
@@ -38,6 +41,7 @@ func (st Stats) Counters() []protocols.Counter {
 		{Name: "sessions", N: st.Sessions}, {Name: "requests", N: st.Requests}, {Name: "reads", N: st.Reads}, {Name: "writes", N: st.Writes},
 		{Name: "exceptions", N: st.Exceptions}, {Name: "published", N: st.Published}, {Name: "malformed", N: st.Malformed},
 		{Name: "forwarded", N: st.Forwarded}, {Name: "upstream_failed", N: st.UpstreamFailed},
+		{Name: "writes_failed", N: st.WritesFailed},
 		{Name: "probed", N: st.Probed}, {Name: "dial_ins", N: st.DialIns}, {Name: "dial_in_replaced", N: st.DialInReplaced},
 		{Name: "dial_in_unknown", N: st.DialInUnknown}, {Name: "dial_in_refused", N: st.DialInRefused},
 	}
@@ -45,7 +49,7 @@ func (st Stats) Counters() []protocols.Counter {
 
 type counters struct {
 	sessions, requests, reads, writes, exceptions, published, malformed atomic.Uint64
-	forwarded, upstreamFailed                                           atomic.Uint64
+	forwarded, upstreamFailed, writesFailed                             atomic.Uint64
 	probed, dialIns, dialInReplaced, dialInUnknown, dialInRefused       atomic.Uint64
 }
 
@@ -107,7 +111,7 @@ func (h *Handler) Stats() Stats {
 	return Stats{
 		Sessions: n.sessions.Load(), Requests: n.requests.Load(), Reads: n.reads.Load(), Writes: n.writes.Load(),
 		Exceptions: n.exceptions.Load(), Published: n.published.Load(), Malformed: n.malformed.Load(),
-		Forwarded: n.forwarded.Load(), UpstreamFailed: n.upstreamFailed.Load(),
+		Forwarded: n.forwarded.Load(), UpstreamFailed: n.upstreamFailed.Load(), WritesFailed: n.writesFailed.Load(),
 		Probed: n.probed.Load(), DialIns: n.dialIns.Load(), DialInReplaced: n.dialInReplaced.Load(),
 		DialInUnknown: n.dialInUnknown.Load(), DialInRefused: n.dialInRefused.Load(),
 	}
@@ -166,13 +170,8 @@ func (s *session) answerAll(in []byte) (int, error) {
 		}
 		if dev := h.up.ForGatewayUnit(adu.Unit); dev != nil {
 			s.forward(dev, adu)
-		} else if len(s.queue) > 0 {
-			// Behind a forwarded request: wait for its turn.
-			q := &pending{out: h.serve(nil, adu, &s.quota)}
-			q.done.Store(true)
-			s.queue = append(s.queue, q)
 		} else {
-			out = h.serve(out, adu, &s.quota)
+			out = s.serveLocal(out, adu) // writeack.go
 		}
 		n += k
 	}
@@ -202,8 +201,9 @@ func (s *session) write(out []byte) error {
 // Closed has nothing to release.
 func (s *session) Closed(error) {}
 
-// serve appends the response to one request.
-func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota) []byte {
+// serve appends the response to one request; w, when not nil, counts the
+// device writes a write causes (writeack.go).
+func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota, w *deviceWrites) []byte {
 	h.n.requests.Add(1)
 	st := h.set.Load()
 	function := byte(0)
@@ -216,7 +216,7 @@ func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota) []byte {
 	}
 	req, exc := ParseRequest(adu.PDU)
 	if exc == 0 {
-		if out, exc = h.answer(out, adu, req, st, q); exc == 0 {
+		if out, exc = h.answer(out, adu, req, st, q, w); exc == 0 {
 			return out
 		}
 	}
@@ -226,8 +226,8 @@ func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota) []byte {
 
 // answer appends the response to a valid request, or returns out as it
 // was and the exception to answer with. Writes publish within q, the
-// connection's quota of new topics.
-func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.Quota) ([]byte, byte) {
+// connection's quota of new topics, their device writes counted by w.
+func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.Quota, w *deviceWrites) ([]byte, byte) {
 	addr, qty := int(req.Address), int(req.Quantity)
 	regs := st.regs
 	var data [2 * maxReadRegisters]byte
@@ -262,7 +262,7 @@ func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.
 		// The gateway reserves every tag's topic, so the bus keeps its
 		// value; a refusal (a handler without that) answers 04, never a
 		// write acknowledged and then read back as something else.
-		if err := h.bus.PublishWithin(q, u.topic, []byte(u.text), Source); err != nil {
+		if err := w.publish(h.bus, q, u.topic, []byte(u.text)); err != nil {
 			h.log.Warn("publish of a write failed", "topic", u.topic, "err", err)
 			return out, writeRefused(err)
 		}

@@ -32,6 +32,7 @@ const (
 	CodeReservedTopic   Code = 25
 	CodeNotWritable     Code = 26
 	CodeBadValue        Code = 27
+	CodeWriteFailed     Code = 28
 	CodeSlowConsumer    Code = 32
 	CodeGoingAway       Code = 33
 )
@@ -58,6 +59,7 @@ var codeTexts = map[Code]string{
 	CodeReservedTopic:   "topic reserved for the gateway",
 	CodeNotWritable:     "topic is a device's value and not writable",
 	CodeBadValue:        "value cannot be written to the device",
+	CodeWriteFailed:     "the device did not take the write",
 	CodeSlowConsumer:    "slow consumer",
 	CodeGoingAway:       "gateway going away",
 }

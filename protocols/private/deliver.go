@@ -28,12 +28,16 @@ const (
 	deliverRounds = 8
 )
 
-// Notified delivers what the subscriber has, as PUB frames.
+// Notified writes the held ACKs that are done, then delivers what the
+// subscriber has, as PUB frames.
 func (s *session) Notified() (err error) {
+	defer s.recoverPanic(&err)
+	if err := s.flushHeld(); err != nil { // writeack.go
+		return err
+	}
 	if s.sub == nil {
 		return nil
 	}
-	defer s.recoverPanic(&err)
 	return s.deliver()
 }
 

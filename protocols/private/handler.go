@@ -128,6 +128,7 @@ type session struct {
 	device  string          // from HELLO, for logs
 	sub     *bus.Subscriber // created on the first SUB
 	quota   bus.Quota       // new topics this connection added to the cache
+	held    []*heldAck      // ACKs waiting for device writes (writeack.go)
 }
 
 var (
@@ -230,32 +231,38 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	if protocols.GatewayTopic(m.Topic) {
 		return s.reject(out, m.MsgID, CodeReservedTopic, "")
 	}
+	if m.MsgID != 0 {
+		return s.publishAcked(out, m) // writeack.go
+	}
 	// The bus copies the payload; the topic string is the one allocation
 	// a publish costs here, and the bus keeps it in its cache.
 	err := s.h.bus.PublishWithin(&s.quota, string(m.Topic), m.Data, Source)
-	switch {
-	case err == nil:
-		s.h.published.Add(1)
-		if m.MsgID != 0 {
-			out = AppendAck(out, Ack{MsgID: m.MsgID})
-		}
-		return out, nil
-	case errors.Is(err, bus.ErrInvalidTopic):
-		return s.reject(out, m.MsgID, CodeBadTopic, err.Error())
-	case errors.Is(err, bus.ErrPayloadTooLarge):
-		return s.reject(out, m.MsgID, CodePayloadTooLarge, err.Error())
-	case errors.Is(err, bus.ErrCacheFull):
-		return s.reject(out, m.MsgID, CodeCacheFull, err.Error())
-	case errors.Is(err, bus.ErrTopicQuota):
-		return s.reject(out, m.MsgID, CodeTopicQuota, err.Error())
-	case errors.Is(err, bus.ErrNotWritable):
-		return s.reject(out, m.MsgID, CodeNotWritable, err.Error())
-	case errors.Is(err, bus.ErrWriteValue):
-		return s.reject(out, m.MsgID, CodeBadValue, err.Error())
-	case errors.Is(err, bus.ErrWriteBusy):
-		return s.reject(out, m.MsgID, CodeBusy, err.Error())
+	if err != nil {
+		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}
-	return s.reject(out, m.MsgID, CodeInternal, err.Error())
+	s.h.published.Add(1)
+	return out, nil
+}
+
+// pubCode is the code for a PUB the bus refused.
+func pubCode(err error) Code {
+	switch {
+	case errors.Is(err, bus.ErrInvalidTopic):
+		return CodeBadTopic
+	case errors.Is(err, bus.ErrPayloadTooLarge):
+		return CodePayloadTooLarge
+	case errors.Is(err, bus.ErrCacheFull):
+		return CodeCacheFull
+	case errors.Is(err, bus.ErrTopicQuota):
+		return CodeTopicQuota
+	case errors.Is(err, bus.ErrNotWritable):
+		return CodeNotWritable
+	case errors.Is(err, bus.ErrWriteValue):
+		return CodeBadValue
+	case errors.Is(err, bus.ErrWriteBusy):
+		return CodeBusy
+	}
+	return CodeInternal
 }
 
 func (s *session) onSub(out []byte, typ Type, m Sub) ([]byte, error) {
