@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	goburrow "github.com/goburrow/modbus"
 
@@ -21,9 +25,11 @@ import (
 // pymodbus refuses (a register it lacks) is exception 0x04 for the
 // master and WRITE_FAILED for the private client; a write to a device
 // that never answers (a unit id pymodbus does not serve) is exception
-// 0x0B and WRITE_FAILED after the device's timeout.
+// 0x0B and WRITE_FAILED after the device's timeout; a read pipelined
+// behind a waiting write is answered after it; once pymodbus is stopped,
+// a write is 0x0B and WRITE_FAILED.
 func TestWriteAnsweredAfterTheDevice(t *testing.T) {
-	dev := upstreamtest.TCPDevice(t, 1)
+	dev, stopDevice := upstreamtest.StoppableTCPDevice(t, 1)
 	g := mbYAMLGateway(t, fmt.Sprintf(`
 modbus:
   unit_ids: [1]
@@ -112,5 +118,38 @@ modbus:
 	}
 	if _, err := master.ReadHoldingRegisters(0, 1); err != nil {
 		t.Fatalf("the master's connection after the failures: %v", err)
+	}
+
+	// Pipelined: a read behind a write waiting for the device is answered
+	// after it, each with its transaction id.
+	raw, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(rbIOTimeout))
+	write := []byte{0x01, 0x01, 0, 0, 0, 6, 1, 6, 0, 0, 0, 99}
+	read := []byte{0x01, 0x02, 0, 0, 0, 6, 1, 3, 0, 0, 0, 1}
+	if _, err := raw.Write(append(write, read...)); err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 12)
+	if _, err := io.ReadFull(raw, first); err != nil || !bytes.Equal(first, write) {
+		t.Fatalf("first response % x (%v), want the write's echo % x", first, err, write)
+	}
+	if got := readDevice(10); got != 99 {
+		t.Fatalf("pymodbus holds %d right after the pipelined write was answered", got)
+	}
+	second := make([]byte, 11)
+	if _, err := io.ReadFull(raw, second); err != nil || second[0] != 0x01 || second[1] != 0x02 || second[7] != 3 {
+		t.Fatalf("second response % x (%v), want the read's, transaction 0x0102", second, err)
+	}
+
+	// A device that is gone: its connection closed, new ones refused.
+	stopDevice()
+	_, err = master.WriteSingleRegister(0, 11)
+	wantException("master's write to a stopped device", err, 0x0B)
+	if err := writer.Publish("plant/sp", []byte("1.1"), true); !errors.Is(err, private.CodeWriteFailed) {
+		t.Fatalf("private PUB to a stopped device: %v, want WRITE_FAILED", err)
 	}
 }

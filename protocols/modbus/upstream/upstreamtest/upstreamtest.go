@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,21 +65,30 @@ func units(ids []int) string {
 // a free loopback port and returns its address once it accepts.
 func TCPDevice(t testing.TB, ids ...int) string {
 	t.Helper()
+	addr, _ := StoppableTCPDevice(t, ids...)
+	return addr
+}
+
+// StoppableTCPDevice is TCPDevice with a stop function, which ends the
+// device (its connections close, new ones are refused) and returns once
+// it has exited.
+func StoppableTCPDevice(t testing.TB, ids ...int) (addr string, stop func()) {
+	t.Helper()
 	Require(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	addr = l.Addr().String()
 	l.Close()
 	_, port, _ := net.SplitHostPort(addr)
-	start(t, script(), "tcp", port, units(ids))
+	stop = start(t, script(), "tcp", port, units(ids))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
+			return addr, stop
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pymodbus device at %s never accepted: %v", addr, err)
@@ -129,8 +139,8 @@ func PtyPair(t testing.TB) (a, b string) {
 	return paths[0], paths[1]
 }
 
-// start runs pydevice.py until the test ends.
-func start(t testing.TB, args ...string) {
+// start runs pydevice.py until the test ends or stop is called.
+func start(t testing.TB, args ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, Python, args...)
@@ -139,7 +149,10 @@ func start(t testing.TB, args ...string) {
 		cancel()
 		t.Fatalf("start pydevice: %v", err)
 	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); cmd.Wait() }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // Wait polls cond every 20 ms until it is true or the deadline (generous:
