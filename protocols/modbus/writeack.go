@@ -20,7 +20,9 @@ import (
 // response; one that answered with an exception, or whose read-back did
 // not hold the value, gives 0x04 (server device failure); one that did not
 // answer (its timeout, demoted, its line down or closing, the line's queue
-// full) gives 0x0B (gateway target device failed to respond).
+// full) gives 0x0B (gateway target device failed to respond). With
+// maxPending responses owed already, a write is answered 0x06 (server
+// device busy) in its turn, and nothing is written.
 
 // deviceWrites counts one request's device writes not yet done.
 type deviceWrites struct {
@@ -114,6 +116,16 @@ func (s *session) serveLocal(out []byte, adu ADU) []byte {
 		return out
 	}
 	p := &pending{adu: ADU{Transaction: adu.Transaction, Unit: adu.Unit}, fc: adu.PDU[0]}
+	if len(s.queue) >= maxPending {
+		// A master this far ahead of its answers writes nothing more
+		// until they are out: busy, in its turn.
+		h.n.requests.Add(1)
+		h.n.exceptions.Add(1)
+		p.out = AppendException(nil, adu, p.fc, ServerDeviceBusy)
+		p.done.Store(true)
+		s.queue = append(s.queue, p)
+		return out
+	}
 	w := newDeviceWrites(p, s.conn)
 	p.out = h.serve(nil, adu, &s.quota, w)
 	if isException(p.out) {
