@@ -203,7 +203,7 @@ func (s *session) Closed(error) {}
 
 // serve appends the response to one request; w, when not nil, counts the
 // device writes a write causes (writeack.go).
-func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota, w *deviceWrites) []byte {
+func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota, w *writeWaiter) []byte {
 	h.n.requests.Add(1)
 	st := h.set.Load()
 	function := byte(0)
@@ -227,7 +227,7 @@ func (h *Handler) serve(out []byte, adu ADU, q *bus.Quota, w *deviceWrites) []by
 // answer appends the response to a valid request, or returns out as it
 // was and the exception to answer with. Writes publish within q, the
 // connection's quota of new topics, their device writes counted by w.
-func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.Quota, w *deviceWrites) ([]byte, byte) {
+func (h *Handler) answer(out []byte, adu ADU, req Request, st *settings, q *bus.Quota, w *writeWaiter) ([]byte, byte) {
 	addr, qty := int(req.Address), int(req.Quantity)
 	regs := st.regs
 	var data [2 * maxReadRegisters]byte

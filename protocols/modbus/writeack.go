@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,7 @@ import (
 
 // deviceWrites counts one request's device writes not yet done.
 type deviceWrites struct {
-	p    *pending
+	p    *pending // the response owed, done when the writes are
 	conn protocols.Conn
 	// left is the writes not done, plus one while the request is served,
 	// so writes done before it is queued cannot finish it early.
@@ -35,19 +36,26 @@ type deviceWrites struct {
 	err  error // the first failure
 }
 
-// newDeviceWrites starts counting the writes of the request p answers.
-func newDeviceWrites(p *pending, conn protocols.Conn) *deviceWrites {
-	w := &deviceWrites{p: p, conn: conn}
-	w.left.Store(1)
-	return w
+// writeWaiter serves one register-map request: it starts counting device
+// writes at the first tag whose topic a Writer claims, so a request that
+// touches none costs nothing more than before.
+type writeWaiter struct {
+	conn protocols.Conn
+	w    *deviceWrites // nil until a claimed tag is written
 }
 
 // publish hands one tag's new value to the bus: a write to a claimed
-// topic is counted until done. Without w (nil) it is a plain publish.
-func (w *deviceWrites) publish(b *bus.Bus, q *bus.Quota, topic string, text []byte) error {
-	if w == nil {
+// topic is counted until done. Without a waiter (nil) it is a plain
+// publish.
+func (ww *writeWaiter) publish(b *bus.Bus, q *bus.Quota, topic string, text []byte) error {
+	if ww == nil || !b.Claimed(topic) {
 		return b.PublishWithin(q, topic, text, Source)
 	}
+	if ww.w == nil {
+		ww.w = &deviceWrites{p: &pending{}, conn: ww.conn}
+		ww.w.left.Store(1)
+	}
+	w := ww.w
 	w.left.Add(1)
 	err := b.PublishDone(q, topic, text, Source, w.done)
 	if err != nil {
@@ -106,41 +114,40 @@ func isWrite(adu ADU) bool {
 // else in its turn through the queue.
 func (s *session) serveLocal(out []byte, adu ADU) []byte {
 	h := s.h
-	if !isWrite(adu) {
-		if len(s.queue) == 0 {
-			return h.serve(out, adu, &s.quota, nil)
-		}
-		q := &pending{out: h.serve(nil, adu, &s.quota, nil)}
-		q.done.Store(true)
-		s.queue = append(s.queue, q)
-		return out
-	}
-	p := &pending{adu: ADU{Transaction: adu.Transaction, Unit: adu.Unit}, fc: adu.PDU[0]}
-	if len(s.queue) >= maxPending {
+	if len(s.queue) >= maxPending && isWrite(adu) {
 		// A master this far ahead of its answers writes nothing more
 		// until they are out: busy, in its turn.
 		h.n.requests.Add(1)
 		h.n.exceptions.Add(1)
-		p.out = AppendException(nil, adu, p.fc, ServerDeviceBusy)
+		p := &pending{out: AppendException(nil, adu, adu.PDU[0], ServerDeviceBusy)}
 		p.done.Store(true)
 		s.queue = append(s.queue, p)
 		return out
 	}
-	w := newDeviceWrites(p, s.conn)
-	p.out = h.serve(nil, adu, &s.quota, w)
-	if isException(p.out) {
-		// Refused before any device answered: said at once (in its
-		// turn); writes already handed on still publish their outcome.
+	mark := len(out)
+	wait := writeWaiter{conn: s.conn}
+	out = h.serve(out, adu, &s.quota, &wait)
+	w := wait.w
+	if w == nil || isException(out[mark:]) {
+		// No device to wait for; or refused before any device answered,
+		// said at once (in its turn): writes already handed on still
+		// publish their outcome.
+		if len(s.queue) == 0 {
+			return out
+		}
+		p := &pending{out: bytes.Clone(out[mark:])}
 		p.done.Store(true)
-	} else {
-		p.writes = w
+		s.queue = append(s.queue, p)
+		return out[:mark]
 	}
-	allDone := w.served()
-	if len(s.queue) == 0 && (p.writes == nil || allDone && w.failure() == nil) {
-		return append(out, p.out...)
+	p := w.p
+	p.adu, p.fc = ADU{Transaction: adu.Transaction, Unit: adu.Unit}, adu.PDU[0]
+	p.out, p.writes = bytes.Clone(out[mark:]), w
+	if w.served() && len(s.queue) == 0 && w.failure() == nil {
+		return out
 	}
 	s.queue = append(s.queue, p)
-	return out
+	return out[:mark]
 }
 
 // isException reports whether a response ADU is an exception.

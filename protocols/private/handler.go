@@ -231,16 +231,20 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	if protocols.GatewayTopic(m.Topic) {
 		return s.reject(out, m.MsgID, CodeReservedTopic, "")
 	}
-	if m.MsgID != 0 {
-		return s.publishAcked(out, m) // writeack.go
-	}
 	// The bus copies the payload; the topic string is the one allocation
 	// a publish costs here, and the bus keeps it in its cache.
-	err := s.h.bus.PublishWithin(&s.quota, string(m.Topic), m.Data, Source)
+	topic := string(m.Topic)
+	if m.MsgID != 0 && s.h.bus.Claimed(topic) {
+		return s.publishAcked(out, topic, m) // a device's write: writeack.go
+	}
+	err := s.h.bus.PublishWithin(&s.quota, topic, m.Data, Source)
 	if err != nil {
 		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}
 	s.h.published.Add(1)
+	if m.MsgID != 0 {
+		out = AppendAck(out, Ack{MsgID: m.MsgID})
+	}
 	return out, nil
 }
 

@@ -13,7 +13,7 @@ import (
 // (bus.PublishDone) and is then status 0 (the device took it, and the
 // value read back matched when the tag reads back) or WRITE_FAILED (it
 // refused it, did not answer, its line was down). A PUB to any other
-// topic is done when published and acknowledged at once, as before; a
+// topic is acknowledged at once and costs nothing more than before; a
 // PUB without a msg id is fire and forget. Held ACKs are written as they
 // are done, so they may overtake one another (each names its msg id);
 // at most maxHeldAcks per connection, past which a PUB with a msg id to
@@ -35,15 +35,16 @@ const (
 	ackDone
 )
 
-// publishAcked publishes m, whose ACK is wanted, and appends the ACK
-// when it is done already; otherwise it is held, and Notified writes it.
-func (s *session) publishAcked(out []byte, m Pub) ([]byte, error) {
+// publishAcked publishes m to a claimed topic, m's ACK wanted, and
+// appends the ACK when the write is done already; otherwise it is held,
+// and Notified writes it.
+func (s *session) publishAcked(out []byte, topic string, m Pub) ([]byte, error) {
 	if len(s.held) >= maxHeldAcks {
 		return s.reject(out, m.MsgID, CodeBusy, "too many PUBs waiting for devices")
 	}
 	a := &heldAck{msgID: m.MsgID}
 	conn := s.conn
-	err := s.h.bus.PublishDone(&s.quota, string(m.Topic), m.Data, Source, func(err error) {
+	err := s.h.bus.PublishDone(&s.quota, topic, m.Data, Source, func(err error) {
 		a.err = err
 		if !a.state.CompareAndSwap(ackServing, ackDone) {
 			a.state.Store(ackDone)
