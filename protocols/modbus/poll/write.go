@@ -19,8 +19,9 @@ import (
 // writable, a value it cannot carry, too many writes waiting), which the
 // writer's protocol answers in its own words; an accepted write goes to
 // the device's line, where writes go ahead of polls, and its outcome is
-// published on the tag's result topic (ResultTopic), after which the
-// device is polled at once so the tag's topic shows what it now holds.
+// published on the tag's result topic (ResultTopic) and, when the writer
+// asked (bus.PublishDone), told to it, after which the device is polled
+// at once so the tag's topic shows what it now holds.
 
 // maxWritesWaiting bounds a device's writes accepted and not finished.
 const maxWritesWaiting = 16

@@ -186,3 +186,37 @@ func TestWriteDoneTellsTheWriter(t *testing.T) {
 		t.Fatalf("a write nobody answers: %v, want ErrWriteFailed, ErrTimeout", err)
 	}
 }
+
+// TestHoldsWritten: a read-back matches the request that wrote it, for
+// each write function EncodeWrite makes, and a different value does not.
+func TestHoldsWritten(t *testing.T) {
+	enc := func(tag Tag, v string) []byte {
+		t.Helper()
+		pdu, err := EncodeWrite(tag, []byte(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pdu
+	}
+	coil := enc(Tag{Table: Coil, Address: 3, Type: Bool}, "true")
+	reg := enc(Tag{Table: Holding, Address: 10, Type: U16}, "4242")
+	wide := enc(Tag{Table: Holding, Address: 20, Type: F32}, "22.5")
+	for _, tc := range []struct {
+		name string
+		pdu  []byte
+		data []byte
+		want bool
+	}{
+		{"coil on", coil, []byte{1}, true},
+		{"coil off", coil, []byte{0}, false},
+		{"register", reg, []byte{0x10, 0x92}, true},
+		{"register changed", reg, []byte{0x10, 0x93}, false},
+		{"float32", wide, []byte{0x41, 0xB4, 0, 0}, true},
+		{"float32 changed", wide, []byte{0x41, 0xB4, 0, 1}, false},
+		{"short", wide, []byte{0x41}, false},
+	} {
+		if got := holdsWritten(tc.pdu, tc.data); got != tc.want {
+			t.Errorf("%s: % x over % x: %v, want %v", tc.name, tc.pdu, tc.data, got, tc.want)
+		}
+	}
+}
