@@ -35,8 +35,10 @@ race:
 	cd examples/bench/mbcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 	$(GO) test -race -timeout 30m ./...
 
+# bin/edgemux is stamped like a release (without -s -w), so `version` names
+# the revision even where the toolchain records none (GOFLAGS=-buildvcs=false).
 build:
-	$(GO) build -o bin/edgemux ./gateway/cmd/edgemux
+	$(GO) build -ldflags "$(STAMP_LDFLAGS)" -o bin/edgemux ./gateway/cmd/edgemux
 
 # The module builds for the boxes it runs on: x86-64 servers, 64-bit ARM,
 # 32-bit ARMv7 (GOARM=7) appliances, and RISC-V. On 32-bit ARM the tests
@@ -76,7 +78,8 @@ RELEASE_ARCHES ?= amd64 arm64 arm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
 BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-RELEASE_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildTime=$(BUILD_TIME)
+STAMP_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildTime=$(BUILD_TIME)
+RELEASE_LDFLAGS = -s -w $(STAMP_LDFLAGS)
 release:
 	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for arch in $(RELEASE_ARCHES); do \
