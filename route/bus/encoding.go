@@ -82,6 +82,10 @@ func (m *Message) slot(e Encoding) *atomic.Pointer[[]byte] {
 	return &m.enc[e]
 }
 
+// Shared reports whether m has encoding slots, which SetEncoded fills for
+// the other subscribers: a live message published through the bus.
+func (m *Message) Shared() bool { return m.enc != nil && !m.Retained }
+
 // Encoded returns the bytes stored for m under e, nil if none are. They
 // are shared: nobody may modify them.
 func (m *Message) Encoded(e Encoding) []byte {
