@@ -49,6 +49,34 @@ func TestFanOutMemoryGrowsWithMessagesNotCopies(t *testing.T) {
 	runtime.KeepAlive(all)
 }
 
+// A subscriber that falls a few hundred messages behind and catches up,
+// again and again, reuses its grown rings: the 200 publishes of a round
+// allocate what they always do (the payload copy and the shared message,
+// 2 each) and the queue nothing. Rings of 128 and 256 slots were not
+// pooled before, and cost 2 allocations a round.
+func TestLaggingSubscriberReusesRings(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	b := newTestBus(t, Options{})
+	s := mustSub(t, b, nil, "lag")
+	payload := []byte("v")
+	dst := make([]Message, 0, 256)
+	round := func() {
+		for range 200 {
+			if err := b.Publish("lag", payload, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s.Drain(dst[:0], 0).Msgs; len(got) != 200 {
+			t.Fatalf("drained %d, want 200", len(got))
+		}
+	}
+	if allocs := testing.AllocsPerRun(20, round); allocs != 400 {
+		t.Errorf("a round of 200 publishes and a drain: %v allocations, want 400", allocs)
+	}
+}
+
 func drainEvery(subs []*Subscriber) {
 	for _, s := range subs {
 		s.Drain(nil, 0)
