@@ -363,6 +363,9 @@ func (w *worker) feed(c *conn, b []byte) {
 		if w.st.on {
 			t0 = w.st.now()
 		}
+		if benchSlowBuild && c.proto == benchSlow.proto {
+			time.Sleep(benchSlow.delay) // benchmark builds only (benchslow.go)
+		}
 		err := w.safe(c, data, func() error {
 			var err error
 			n, err = c.sess.Data(data)
