@@ -34,7 +34,16 @@ func dialClient(ctx context.Context, o options, i int) (client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &modbusClient{c: c, timeout: o.Timeout}, nil
+		// A master that says nothing is a silent peer to the gateway,
+		// probed or quarantined at the sniff deadline: ask at once, as
+		// a poller does, so the connection is classified before the
+		// window opens.
+		m := &modbusClient{c: c, timeout: o.Timeout}
+		if err := m.do(0); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return m, nil
 	case "ws-ping", "ws-pub":
 		d := websocket.Dialer{Subprotocols: []string{"edgemux.v1"}, HandshakeTimeout: o.Timeout}
 		c, _, err := d.DialContext(ctx, "ws://"+o.Addr+"/ws", nil)

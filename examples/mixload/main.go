@@ -56,6 +56,7 @@ type options struct {
 	Timeout  time.Duration
 	Parallel int
 	Start    time.Duration // pause between "up" and the first request
+	At       int64         // unix ms of the first request, for processes that start together; 0 = up + Start
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -72,6 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "up proto=%s conns=%d\n", o.Proto, len(cs))
+	if o.At > 0 && time.Now().After(time.UnixMilli(o.At)) {
+		fmt.Fprintln(stderr, "mixload: the connections were up only after -at; the window starts late")
+	}
 	r := drive(o, cs)
 	for _, c := range cs {
 		c.close()
@@ -92,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per dial and per request")
 	fs.IntVar(&o.Parallel, "parallel", 64, "dials in flight")
 	fs.DurationVar(&o.Start, "start", 500*time.Millisecond, "pause after all are up")
+	fs.Int64Var(&o.At, "at", 0, "unix ms of the first request (several processes, one window); 0 = -start after all are up")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -169,6 +174,9 @@ func drive(o options, cs []client) *result {
 	r := &result{}
 	period := time.Duration(float64(time.Second) * float64(len(cs)) / float64(o.Rate))
 	start := time.Now().Add(o.Start)
+	if o.At > 0 {
+		start = time.UnixMilli(o.At)
+	}
 	end := start.Add(o.Duration)
 	cpu0 := cpuTime()
 	var wg sync.WaitGroup
