@@ -8,7 +8,7 @@ import (
 )
 
 // Stage timestamps: where an event's time goes on the live gateway, on the
-// seven stages of seed 002's table, sampled so the cost stays small.
+// seven stages of the C reference's table (examples/bench/stages.sh), sampled so the cost stays small.
 //
 // One event in admin.stage_sample is followed from epoll_wait's return to
 // its handler. The loop decides which: each epoll_wait batch takes its
