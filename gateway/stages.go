@@ -111,7 +111,7 @@ func (c *stageClock) now() int64 { return int64(time.Since(c.start)) }
 // the index of the first event to sample in it, or -1 (next gives the
 // others); only a batch that holds one reads the clock.
 func (c *stageClock) batch(n int) int {
-	if c.every == 0 {
+	if c.every == 0 || n <= 0 { // n < 0: epoll_wait failed (EINTR)
 		return -1
 	}
 	if n < c.left {
@@ -144,6 +144,23 @@ func (c *stageClock) mark(s stage) {
 	t := c.now()
 	c.hist.observe(s, t-c.last)
 	c.last = t
+}
+
+// beginSample records a sampled event's wake: from the loop's post to now.
+func (w *worker) beginSample(fd int) {
+	now := w.st.now()
+	w.st.hist.observe(stWake, now-w.g.stageAt[fd].Load())
+	w.st.on = true
+	w.handlerNs = -1
+}
+
+// endSample records the sampled event's handler time, if a session was
+// given input.
+func (w *worker) endSample() {
+	if w.handlerNs >= 0 {
+		w.st.hist.observe(stHandler, w.handlerNs)
+	}
+	w.st.on = false
 }
 
 // StageStats is one stage's samples in /api/stats: the count, the mean and

@@ -241,23 +241,6 @@ func (w *worker) handle(id uint64) {
 	}
 }
 
-// beginSample records a sampled event's wake: from the loop's post to now.
-func (w *worker) beginSample(fd int) {
-	now := w.st.now()
-	w.st.hist.observe(stWake, now-w.g.stageAt[fd].Load())
-	w.st.on = true
-	w.handlerNs = -1
-}
-
-// endSample records the sampled event's handler time, if a session was
-// given input.
-func (w *worker) endSample() {
-	if w.handlerNs >= 0 {
-		w.st.hist.observe(stHandler, w.handlerNs)
-	}
-	w.st.on = false
-}
-
 // open makes the conn for a connection just handed over and starts its
 // session.
 func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
