@@ -35,6 +35,9 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 		look = look[:budget]
 	}
 	res := sniff.Detect(look)
+	if l.st.on {
+		l.st.mark(stSniff)
+	}
 	switch res.Verdict {
 	case sniff.Match:
 		p := res.Proto

@@ -58,6 +58,7 @@ type loop struct {
 	routePanics uint64                  // datagram handlers' Route panics on this loop
 	woke        bool                    // a worker was unparked since the last epoll_wait
 	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
+	st          stageClock              // stage timestamps (stages.go)
 
 	cmdMu   sync.Mutex
 	cmds    uint32
@@ -66,7 +67,7 @@ type loop struct {
 }
 
 func newLoop(g *Gateway, idx int) *loop {
-	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1}
+	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1, st: newStageClock(g)}
 	l.rings = make([]*route.Ring, len(g.workers))
 	l.backlog = make([][]uint64, len(g.workers))
 	return l
@@ -163,6 +164,7 @@ func (l *loop) run() {
 			return
 		}
 		rt := l.g.rt.Load()
+		sample := l.st.batch(n)
 		for i := 0; i < n; i++ {
 			ev := &l.events[i]
 			fd := int(ev.Fd)
@@ -176,7 +178,12 @@ func (l *loop) run() {
 			case l.udpFD():
 				l.drainUDP()
 			default:
+				if i == sample {
+					l.st.begin()
+					sample = l.st.next(i, n)
+				}
 				l.event(rt, fd, uint32(ev.Pad), ev.Events)
+				l.st.on = false
 			}
 		}
 		if l.udpAgain {
@@ -246,6 +253,9 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 		l.g.reg.CountStale()
 		return
 	}
+	if l.st.on {
+		l.st.mark(stLookup)
+	}
 	switch st {
 	case registry.Sniffing:
 		// A peer that hung up sends nothing more: settle what it sent
@@ -275,6 +285,10 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 // worker's ring unless it is queued already (registry.Post): a ring holds
 // at most one event per live fd.
 func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
+	if l.st.on {
+		bits |= evSampled
+		l.g.stageAt[fd].Store(l.st.now())
+	}
 	if !l.g.reg.Post(fd, gen, bits) {
 		return
 	}
@@ -282,12 +296,18 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 	wi := s.Worker()
 	if wi >= len(l.rings) { // inline: wi encodes the pool
 		w := l.inline[wi-len(l.rings)]
+		if l.st.on {
+			l.st.mark(stEnqueue)
+		}
 		w.handle(id)
 		return
 	}
 	if len(l.backlog[wi]) > 0 || !l.rings[wi].Push(id) {
 		l.backlog[wi] = append(l.backlog[wi], id)
 		l.g.metrics.ringFull.Inc()
+	}
+	if l.st.on {
+		l.st.mark(stEnqueue)
 	}
 	if l.g.workers[wi].wake() {
 		l.woke = true
@@ -383,6 +403,9 @@ func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.P
 		l.g.log.Error("registry", "fd", fd, "err", err)
 		l.closeUnclassified(fd, gen)
 		return
+	}
+	if l.st.on {
+		l.st.mark(stRoute)
 	}
 	l.g.limits.doneSniffing(s.Peer().Addr())
 	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8

@@ -66,6 +66,9 @@ type worker struct {
 	// grace ended (everything closes now).
 	draining bool
 	stopping bool
+
+	st        stageClock // stage timestamps (stages.go): the wake and the handler
+	handlerNs int64      // the sampled event's time in Session.Data so far; -1: no call yet
 }
 
 const (
@@ -82,6 +85,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		done:  make(chan struct{}),
 	}
 	w.readyFn = w.ready
+	w.st = newStageClock(g)
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
 	w.park = pk
 	w.wake = pk.Unpark
@@ -203,6 +207,10 @@ func (w *worker) handle(id uint64) {
 	bits, s := w.g.reg.Take(fd, gen, w.g.nowMs())
 	if s == nil {
 		return
+	}
+	if bits&evSampled != 0 {
+		w.beginSample(fd)
+		defer w.endSample()
 	}
 	w.served.Add(1)
 	w.pool.observe(w.local, s)
@@ -334,11 +342,21 @@ func (w *worker) feed(c *conn, b []byte) {
 	}
 	for len(data) > 0 && !c.closed {
 		n := 0
+		var t0 int64
+		if w.st.on {
+			t0 = w.st.now()
+		}
+		if benchSlowBuild && c.proto == benchSlow.proto {
+			time.Sleep(benchSlow.delay) // benchmark builds only (benchslow.go)
+		}
 		err := w.safe(c, data, func() error {
 			var err error
 			n, err = c.sess.Data(data)
 			return err
 		})
+		if w.st.on {
+			w.handlerNs = max(w.handlerNs, 0) + w.st.now() - t0
+		}
 		if err != nil {
 			c.Close(err)
 			return
