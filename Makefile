@@ -3,7 +3,7 @@
 # with the embedded default config on 127.0.0.1:5020.
 GO ?= go
 
-.PHONY: test deps vet cross arm allocs race run build bench udpcompare fuzz fuzz-brief release
+.PHONY: test deps vet cross arm allocs race run build bench udpcompare echocompare fuzz fuzz-brief release
 
 # race goes last so that the main suite's summary is what the run ends with.
 test: deps vet cross arm allocs fuzz-brief race
@@ -27,9 +27,13 @@ allocs:
 #
 # The UDP comparison (rudp, kcp-go, quic-go) is a module of its own too,
 # so kcp-go and quic-go stay out of ours; its test runs under -race.
+#
+# The echo comparison (Go net, gnet, nbio) is one too; like wscompare its
+# smoke test runs without -race, nbio being in it.
 race:
 	cd examples/bench/wscompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 	cd examples/bench/udpcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+	cd examples/bench/echocompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 	$(GO) test -race -timeout 30m ./...
 
 build:
@@ -86,6 +90,13 @@ release:
 
 bench:
 	bash examples/bench/stages.sh
+
+# edgemux vs. Go net, gnet v2 and nbio as the same echo server, every row
+# in one run (about 10 minutes): ECHOCOMPARE_SERVERS picks servers, and the
+# script's environment (ROWS, SIZES, PINS, MODE, DURATION) the rows, e.g.
+# ROWS=1000/1000 SIZES=64 PINS=pinned make echocompare.
+echocompare:
+	bash examples/bench/echocompare/run.sh $(ECHOCOMPARE_SERVERS)
 
 # rudp side by side with kcp-go (fast and default) and quic-go, one run of
 # every row (about 8 minutes); UDPCOMPARE_FLAGS passes flags, e.g.
