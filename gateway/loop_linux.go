@@ -57,6 +57,8 @@ type loop struct {
 	dgWait      time.Duration           // until the inline workers' next datagram Tick
 	routePanics uint64                  // datagram handlers' Route panics on this loop
 	woke        bool                    // a worker was unparked since the last epoll_wait
+	toWake      []int                   // workers given events in this turn, to wake once at its end
+	marked      []bool                  // by global worker index: in toWake already
 	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
 
 	cmdMu   sync.Mutex
@@ -69,6 +71,8 @@ func newLoop(g *Gateway, idx int) *loop {
 	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1}
 	l.rings = make([]*route.Ring, len(g.workers))
 	l.backlog = make([][]uint64, len(g.workers))
+	l.marked = make([]bool, len(g.workers))
+	l.toWake = make([]int, 0, len(g.workers))
 	return l
 }
 
@@ -179,6 +183,7 @@ func (l *loop) run() {
 				l.event(rt, fd, uint32(ev.Pad), ev.Events)
 			}
 		}
+		l.wakeMarked()
 		if l.udpAgain {
 			l.udpAgain = false
 			l.drainUDP()
@@ -190,6 +195,7 @@ func (l *loop) run() {
 		l.resume()
 		now := uint64(time.Since(l.g.start) / loopTick)
 		l.wheel.advance(now, l.expireFn)
+		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
 }
@@ -289,9 +295,26 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 		l.backlog[wi] = append(l.backlog[wi], id)
 		l.g.metrics.ringFull.Inc()
 	}
-	if l.g.workers[wi].wake() {
-		l.woke = true
+	if !l.marked[wi] {
+		l.marked[wi] = true
+		l.toWake = append(l.toWake, wi)
 	}
+}
+
+// wakeMarked wakes, once each, the workers given events since the last
+// call: one wake per worker per batch of epoll events, not one per event.
+// A worker woken at the first event of a batch would take it, find its
+// ring empty, park, and be woken again by the next; woken at the end it
+// takes the whole batch in one go. The events wait at most for the rest
+// of the batch (maxEvents events) to be routed.
+func (l *loop) wakeMarked() {
+	for _, wi := range l.toWake {
+		l.marked[wi] = false
+		if l.g.workers[wi].wake() {
+			l.woke = true
+		}
+	}
+	l.toWake = l.toWake[:0]
 }
 
 func (l *loop) hasBacklog() bool {
