@@ -82,6 +82,13 @@ func TestEveryServerEchoes(t *testing.T) {
 			} else {
 				addr = startPeer(t, name)
 			}
+			c := loadConfig{addr: addr, server: name, pin: "default", mode: "connect", pid: os.Getpid(),
+				active: 4, sources: 4, warmup: 50 * time.Millisecond, duration: 300 * time.Millisecond}
+			r, err := runLoad(c)
+			if err != nil || r.Errors != 0 || r.Requests == 0 {
+				t.Fatalf("connect: %d cycles, %d errors, %v", r.Requests, r.Errors, err)
+			}
+			rows = append(rows, r)
 			for _, mode := range []string{"closed", "open"} {
 				for _, size := range []int{20, 64, 1024} {
 					c := loadConfig{addr: addr, server: name, pin: "default", mode: mode,

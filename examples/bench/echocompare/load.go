@@ -70,7 +70,7 @@ func loadMain(args []string) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:5080", "server address")
 	fs.StringVar(&c.server, "server", "", "server name for the report")
 	fs.StringVar(&c.pin, "pin", "default", "label: how the server was placed (pinned | default)")
-	fs.StringVar(&c.mode, "mode", "closed", "closed | open")
+	fs.StringVar(&c.mode, "mode", "closed", "closed | open | connect (each of -active clients: dial, HELLO, answer, close, again)")
 	fs.StringVar(&c.out, "out", "", "append the result as a JSON line here (default stdout)")
 	fs.IntVar(&c.pid, "pid", 0, "server PID (for CPU and RSS)")
 	fs.IntVar(&c.conns, "conns", 1000, "connections")
@@ -85,7 +85,7 @@ func loadMain(args []string) error {
 	if c.active > c.conns || c.active < 1 || c.conns > 19500 {
 		return errors.New("want 1 <= active <= conns <= 19500")
 	}
-	if c.size != 20 && c.size < 64 {
+	if c.mode != "connect" && c.size != 20 && c.size < 64 {
 		return errors.New("size is 20 (PING) or at least 64")
 	}
 	r, err := runLoad(c)
@@ -122,6 +122,9 @@ type client struct {
 }
 
 func runLoad(c loadConfig) (result, error) {
+	if c.mode == "connect" {
+		return runConnect(c)
+	}
 	r := result{Server: c.server, Pin: c.pin, Mode: c.mode, Conns: c.conns, Active: c.active, Size: c.size}
 	rss0 := procRSS(c.pid)
 	clients, failed := dialAll(c)
@@ -388,4 +391,61 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// runConnect measures new connections: each of c.active clients in turn
+// dials (from the source addresses in turn), says HELLO, reads the answer
+// (edgemux's ACK, a peer's echo) and closes, over and over. A request here
+// is one such cycle; CPU per request is the server's per new connection.
+func runConnect(c loadConfig) (result, error) {
+	r := result{Server: c.server, Pin: c.pin, Mode: c.mode, Conns: c.active, Active: c.active, Size: 18}
+	var measuring atomic.Bool
+	var cycles, errs atomic.Int64
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	lats := make([][]time.Duration, c.active)
+	for g := range c.active {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; !stopped.Load(); i += c.active {
+				t := time.Now()
+				cl, err := dialOne(c, i)
+				if err != nil {
+					if !stopped.Load() {
+						errs.Add(1)
+					}
+					continue
+				}
+				cl.c.Close()
+				if measuring.Load() {
+					cycles.Add(1)
+					lats[g] = append(lats[g], time.Since(t))
+				}
+			}
+		}()
+	}
+	time.Sleep(c.warmup)
+	cpu0, t0 := procCPU(c.pid), time.Now()
+	measuring.Store(true)
+	time.Sleep(c.duration)
+	measuring.Store(false)
+	cpu1, t1 := procCPU(c.pid), time.Now()
+	stopped.Store(true)
+	wg.Wait()
+	n := cycles.Load()
+	r.Requests, r.Errors = n, errs.Load()
+	r.RPS = float64(n) / t1.Sub(t0).Seconds()
+	if n > 0 && cpu0 >= 0 && cpu1 >= 0 {
+		r.CPUus = (cpu1 - cpu0) * 1e6 / float64(n)
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	r.P50us, r.P99us, r.P999us = quantile(all, 0.50), quantile(all, 0.99), quantile(all, 0.999)
+	r.ServerRSS = procRSS(c.pid)
+	r.LoadAvg = loadAvg()
+	return r, nil
 }

@@ -7,6 +7,7 @@
 #   ./run.sh gnet edgemux            # a subset of the servers, in this order
 #   ROWS="1000/1000" SIZES="64" PINS="pinned" DURATION=2s ./run.sh   # a smoke run
 #   MODE=open RATE=20000 ./run.sh    # open loop at 20,000 requests/s in all
+#   CONNECT_CLIENTS=32 ./run.sh       # the connect row's clients (CONNECT=0: no row)
 #
 # pinned: the server on CPU 0 (taskset), the load generator on CPU 1;
 # default: both wherever the scheduler puts them. Loopback only: servers on
@@ -112,6 +113,13 @@ for pin in "${pins[@]}"; do
 			done
 		done
 	done
+	# New connections: CONNECT_CLIENTS clients, each dial, HELLO, answer,
+	# close, again (CONNECT=0 leaves the row out).
+	if [ "${CONNECT:-1}" != 0 ]; then
+		for s in "${servers[@]}"; do
+			mode=connect bench "$s" "$pin" "${CONNECT_CLIENTS:-16}/${CONNECT_CLIENTS:-16}" 18
+		done
+	fi
 done
 echo
 echo "Echo comparison, $mode loop; $(date -u +%FT%TZ), $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
