@@ -30,6 +30,13 @@ func listenTCP(addr netip.AddrPort) (int, netip.AddrPort, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return fail("setsockopt SO_REUSEPORT", err)
 	}
+	// Accepted sockets inherit TCP_NODELAY from the listener on Linux: set
+	// once here, it costs no system call per connection. It must hold
+	// before the first peek, or Nagle on the peer's side of a
+	// request/response exchange can stall classification (seed 002, bug 2).
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fail("setsockopt TCP_NODELAY", err)
+	}
 	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
 		return fail("bind", err)
 	}
@@ -124,9 +131,7 @@ func (l *loop) admit(rt *runtimeConfig, fd int, peer netip.AddrPort) {
 		unix.Close(fd)
 		return
 	}
-	// Before the first peek, or Nagle on the peer's side of a
-	// request/response exchange can stall classification (seed 002, bug 2).
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	// TCP_NODELAY comes from the listener (listenTCP).
 	gen, err := l.g.reg.Open(fd, peer, l.idx, l.g.nowMs())
 	if err != nil {
 		l.g.limits.doneSniffing(ip)
