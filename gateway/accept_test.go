@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -35,5 +39,69 @@ func TestAcceptedNoDelay(t *testing.T) {
 	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
 	if err != nil || v == 0 {
 		t.Fatalf("TCP_NODELAY on the gateway's end: %d, %v; want set", v, err)
+	}
+}
+
+// TestAcceptTrickle: connections that come one at a time (each dials,
+// says HELLO, gets its ACK and closes before the next) cost one accept4
+// each: the loop does not probe the listener to EAGAIN after each.
+func TestAcceptTrickle(t *testing.T) {
+	const conns = 100
+	var ok, again atomic.Int64
+	testHookAccept = func(err error) { // before the gateway starts: its loops read it
+		switch {
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, unix.EAGAIN):
+			again.Add(1)
+		}
+	}
+	t.Cleanup(func() { testHookAccept = nil })
+	g := startGateway(t, rbConfig(t), Options{})
+	for i := range conns {
+		c, err := rbHelloConn(g.Addr().String(), rbAnySource, "trickle-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	if ok.Load() < conns {
+		t.Fatalf("%d accepts for %d connections", ok.Load(), conns)
+	}
+	if a := again.Load(); a > conns/4 {
+		t.Fatalf("%d accept4 calls met EAGAIN for %d connections one at a time, want few", a, conns)
+	}
+}
+
+// TestAcceptFlood: many connections at once, far more than one burst:
+// every one is accepted and answered (the listener, level-triggered,
+// reports what a burst left).
+func TestAcceptFlood(t *testing.T) {
+	const conns, parallel = 600, 64
+	g := startGateway(t, rbConfig(t), Options{})
+	errs := make(chan error, conns)
+	sem := make(chan struct{}, parallel)
+	var open []net.Conn
+	var mu sync.Mutex
+	for i := range conns {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			c, err := rbHelloConn(g.Addr().String(), rbSource(i%8), "flood-"+strconv.Itoa(i))
+			if err == nil {
+				mu.Lock()
+				open = append(open, c)
+				mu.Unlock()
+			}
+			errs <- err
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range open {
+		c.Close()
 	}
 }

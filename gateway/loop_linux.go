@@ -21,7 +21,7 @@ const (
 	loopTick        = 100 * time.Millisecond // sniff-deadline resolution
 	sniffWheelSlots = 1024                   // ticks per turn: 102 s
 	maxEvents       = 256                    // epoll_wait batch
-	acceptsPerEdge  = 256                    // accepts before the loop serves other events
+	acceptsPerEdge  = 256                    // most accepts per wakeup before the loop serves other events
 )
 
 // Commands posted to a loop through its eventfd.
@@ -40,9 +40,12 @@ type loop struct {
 	g           *Gateway
 	idx         int
 	epfd        int
-	lfd         int // listening socket; -1 once accepting stopped
-	efd         int // eventfd that wakes the loop
-	spare       int // reserved fd for EMFILE
+	lfd         int    // listening socket; -1 once accepting stopped
+	efd         int    // eventfd that wakes the loop
+	spare       int    // reserved fd for EMFILE
+	acceptBurst int    // accepts per listener wakeup; see accept
+	acceptTurn  uint64 // the turn whose accept used its burst up
+	turn        uint64 // epoll_wait calls so far
 	wheel       *wheel
 	peek        []byte
 	events      []unix.EpollEvent
@@ -162,6 +165,7 @@ func (l *loop) run() {
 			runtime.Gosched()
 		}
 		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		l.turn++
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.g.log.Error("epoll_wait", "loop", l.idx, "err", err)
 			return
