@@ -3,7 +3,7 @@
 # with the embedded default config on 127.0.0.1:5020.
 GO ?= go
 
-.PHONY: test deps vet cross arm allocs race run build bench udpcompare mbcompare fuzz fuzz-brief release
+.PHONY: test deps vet cross arm allocs race run build bench udpcompare mbcompare echocompare fuzz fuzz-brief release
 
 # race goes last so that the main suite's summary is what the run ends with.
 test: deps vet cross arm allocs fuzz-brief race
@@ -29,10 +29,14 @@ allocs:
 # so kcp-go and quic-go stay out of ours; its test runs under -race.
 # The Modbus comparison (mbcompare) is one too, like the others; its tests
 # check that the benchmark's gateway decodes the simulator's values.
+#
+# The echo comparison (Go net, gnet, nbio) is one too; like wscompare its
+# smoke test runs without -race, nbio being in it.
 race:
 	cd examples/bench/wscompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 	cd examples/bench/udpcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 	cd examples/bench/mbcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+	cd examples/bench/echocompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 	cd examples/bench/coapcompare && $(GO) vet ./...
 	cd examples/bench/fanoutcompare && $(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
@@ -94,6 +98,13 @@ release:
 
 bench:
 	bash examples/bench/stages.sh
+
+# edgemux vs. Go net, gnet v2 and nbio as the same echo server, every row
+# in one run (about 10 minutes): ECHOCOMPARE_SERVERS picks servers, and the
+# script's environment (ROWS, SIZES, PINS, MODE, DURATION) the rows, e.g.
+# ROWS=1000/1000 SIZES=64 PINS=pinned make echocompare.
+echocompare:
+	bash examples/bench/echocompare/run.sh $(ECHOCOMPARE_SERVERS)
 
 # rudp side by side with kcp-go (fast and default) and quic-go, one run of
 # every row (about 8 minutes); UDPCOMPARE_FLAGS passes flags, e.g.

@@ -21,7 +21,7 @@ const (
 	loopTick        = 100 * time.Millisecond // sniff-deadline resolution
 	sniffWheelSlots = 1024                   // ticks per turn: 102 s
 	maxEvents       = 256                    // epoll_wait batch
-	acceptsPerEdge  = 256                    // accepts before the loop serves other events
+	acceptsPerEdge  = 256                    // most accepts per wakeup before the loop serves other events
 )
 
 // Commands posted to a loop through its eventfd.
@@ -40,9 +40,12 @@ type loop struct {
 	g           *Gateway
 	idx         int
 	epfd        int
-	lfd         int // listening socket; -1 once accepting stopped
-	efd         int // eventfd that wakes the loop
-	spare       int // reserved fd for EMFILE
+	lfd         int    // listening socket; -1 once accepting stopped
+	efd         int    // eventfd that wakes the loop
+	spare       int    // reserved fd for EMFILE
+	acceptBurst int    // accepts per listener wakeup; see accept
+	acceptTurn  uint64 // the turn whose accept used its burst up
+	turn        uint64 // epoll_wait calls so far
 	wheel       *wheel
 	peek        []byte
 	events      []unix.EpollEvent
@@ -57,6 +60,8 @@ type loop struct {
 	dgWait      time.Duration           // until the inline workers' next datagram Tick
 	routePanics uint64                  // datagram handlers' Route panics on this loop
 	woke        bool                    // a worker was unparked since the last epoll_wait
+	toWake      []int                   // workers given events in this turn, to wake once at its end
+	marked      []bool                  // by global worker index: in toWake already
 	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
 	st          stageClock              // stage timestamps (stages.go)
 
@@ -70,6 +75,8 @@ func newLoop(g *Gateway, idx int) *loop {
 	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1, st: newStageClock(g)}
 	l.rings = make([]*route.Ring, len(g.workers))
 	l.backlog = make([][]uint64, len(g.workers))
+	l.marked = make([]bool, len(g.workers))
+	l.toWake = make([]int, 0, len(g.workers))
 	return l
 }
 
@@ -159,6 +166,7 @@ func (l *loop) run() {
 			runtime.Gosched()
 		}
 		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		l.turn++
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.g.log.Error("epoll_wait", "loop", l.idx, "err", err)
 			return
@@ -186,6 +194,7 @@ func (l *loop) run() {
 				l.st.on = false
 			}
 		}
+		l.wakeMarked()
 		if l.udpAgain {
 			l.udpAgain = false
 			l.drainUDP()
@@ -197,6 +206,7 @@ func (l *loop) run() {
 		l.resume()
 		now := uint64(time.Since(l.g.start) / loopTick)
 		l.wheel.advance(now, l.expireFn)
+		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
 }
@@ -309,9 +319,26 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 	if l.st.on {
 		l.st.mark(stEnqueue)
 	}
-	if l.g.workers[wi].wake() {
-		l.woke = true
+	if !l.marked[wi] {
+		l.marked[wi] = true
+		l.toWake = append(l.toWake, wi)
 	}
+}
+
+// wakeMarked wakes, once each, the workers given events since the last
+// call: one wake per worker per batch of epoll events, not one per event.
+// A worker woken at the first event of a batch would take it, find its
+// ring empty, park, and be woken again by the next; woken at the end it
+// takes the whole batch in one go. The events wait at most for the rest
+// of the batch (maxEvents events) to be routed.
+func (l *loop) wakeMarked() {
+	for _, wi := range l.toWake {
+		l.marked[wi] = false
+		if l.g.workers[wi].wake() {
+			l.woke = true
+		}
+	}
+	l.toWake = l.toWake[:0]
 }
 
 func (l *loop) hasBacklog() bool {
