@@ -3,7 +3,7 @@
 # with the embedded default config on 127.0.0.1:5020.
 GO ?= go
 
-.PHONY: test deps vet cross arm allocs race run build bench udpcompare mbcompare fuzz fuzz-brief release
+.PHONY: test deps vet cross arm allocs race run build bench udpcompare mbcompare echocompare fuzz fuzz-brief release
 
 # race goes last so that the main suite's summary is what the run ends with.
 test: deps vet cross arm allocs fuzz-brief race
@@ -29,14 +29,22 @@ allocs:
 # so kcp-go and quic-go stay out of ours; its test runs under -race.
 # The Modbus comparison (mbcompare) is one too, like the others; its tests
 # check that the benchmark's gateway decodes the simulator's values.
+#
+# The echo comparison (Go net, gnet, nbio) is one too; like wscompare its
+# smoke test runs without -race, nbio being in it.
 race:
 	cd examples/bench/wscompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 	cd examples/bench/udpcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 	cd examples/bench/mbcompare && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+	cd examples/bench/echocompare && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+	cd examples/bench/coapcompare && $(GO) vet ./...
+	cd examples/bench/fanoutcompare && $(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
 
+# bin/edgemux is stamped like a release (without -s -w), so `version` names
+# the revision even where the toolchain records none (GOFLAGS=-buildvcs=false).
 build:
-	$(GO) build -o bin/edgemux ./gateway/cmd/edgemux
+	$(GO) build -ldflags "$(STAMP_LDFLAGS)" -o bin/edgemux ./gateway/cmd/edgemux
 
 # The module builds for the boxes it runs on: x86-64 servers, 64-bit ARM,
 # 32-bit ARMv7 (GOARM=7) appliances, and RISC-V. On 32-bit ARM the tests
@@ -76,7 +84,8 @@ RELEASE_ARCHES ?= amd64 arm64 arm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
 BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-RELEASE_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildTime=$(BUILD_TIME)
+STAMP_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildTime=$(BUILD_TIME)
+RELEASE_LDFLAGS = -s -w $(STAMP_LDFLAGS)
 release:
 	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for arch in $(RELEASE_ARCHES); do \
@@ -89,6 +98,13 @@ release:
 
 bench:
 	bash examples/bench/stages.sh
+
+# edgemux vs. Go net, gnet v2 and nbio as the same echo server, every row
+# in one run (about 10 minutes): ECHOCOMPARE_SERVERS picks servers, and the
+# script's environment (ROWS, SIZES, PINS, MODE, DURATION) the rows, e.g.
+# ROWS=1000/1000 SIZES=64 PINS=pinned make echocompare.
+echocompare:
+	bash examples/bench/echocompare/run.sh $(ECHOCOMPARE_SERVERS)
 
 # rudp side by side with kcp-go (fast and default) and quic-go, one run of
 # every row (about 8 minutes); UDPCOMPARE_FLAGS passes flags, e.g.

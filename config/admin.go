@@ -22,6 +22,7 @@ type Admin struct {
 	MaxConnsPerIP int           `yaml:"max_conns_per_ip"` // the same, from one source address
 	IdleTimeout   time.Duration `yaml:"idle_timeout"`     // a kept-alive connection with no request is closed after this long
 	PProf         bool          `yaml:"pprof"`            // serve Go's profiler under /debug/pprof/ (operator group)
+	StageSample   int           `yaml:"stage_sample"`     // time one event in this many through the seven stages (edgemux_stage_seconds); 0 = off
 	Probe         AccessGroup   `yaml:"probe"`            // GET /healthz
 	Scrape        AccessGroup   `yaml:"scrape"`           // GET /metrics
 	Operator      AccessGroup   `yaml:"operator"`         // everything else: /api/, /debug/, the dashboard, $SYS topics on the WebSocket

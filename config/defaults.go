@@ -139,7 +139,7 @@ func defaultPools() map[string]Pool {
 func defaultAdmin() Admin {
 	loopback := func() []string { return []string{"127.0.0.0/8", "::1/128"} }
 	return Admin{
-		Enabled: true, MaxConns: 64, MaxConnsPerIP: 8, IdleTimeout: 5 * time.Second,
+		Enabled: true, MaxConns: 64, MaxConnsPerIP: 8, IdleTimeout: 5 * time.Second, StageSample: 128,
 		Probe:    AccessGroup{Allow: []string{"0.0.0.0/0", "::/0"}},
 		Scrape:   AccessGroup{Allow: loopback()},
 		Operator: AccessGroup{Allow: loopback()},

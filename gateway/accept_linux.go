@@ -30,6 +30,13 @@ func listenTCP(addr netip.AddrPort) (int, netip.AddrPort, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return fail("setsockopt SO_REUSEPORT", err)
 	}
+	// Accepted sockets inherit TCP_NODELAY from the listener on Linux: set
+	// once here, it costs no system call per connection. It must hold
+	// before the first peek, or Nagle on the peer's side of a
+	// request/response exchange can stall classification (seed 002, bug 2).
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fail("setsockopt TCP_NODELAY", err)
+	}
 	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
 		return fail("bind", err)
 	}
@@ -62,18 +69,29 @@ func addrPort(sa unix.Sockaddr) netip.AddrPort {
 
 func osSyscallError(call string, err error) error { return os.NewSyscallError(call, err) }
 
-// accept takes new connections until EAGAIN or its share per wakeup; the
-// listener is level-triggered, so what is left is reported again.
+// accept takes new connections, up to its burst per wakeup; the listener
+// is level-triggered, so what is left is reported again by the next
+// epoll_wait. The burst adapts so that a trickle of connections costs one
+// accept4 each, not one plus one that meets EAGAIN: it starts at one,
+// doubles (up to acceptsPerEdge) when the listener is ready again in the
+// very next loop turn after a wakeup used its burst up (connections are
+// queueing: a flood), and falls back to one when accept4 meets EAGAIN. A
+// flood thus takes its connections in batches after a few turns.
 func (l *loop) accept(rt *runtimeConfig) {
 	if l.lfd < 0 || l.paused {
 		return
 	}
-	for range acceptsPerEdge {
+	burst := max(l.acceptBurst, 1)
+	for range burst {
 		fd, sa, err := unix.Accept4(l.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if testHookAccept != nil {
+			testHookAccept(err)
+		}
 		switch {
 		case err == nil:
 			l.admit(rt, fd, addrPort(sa))
 		case errors.Is(err, unix.EAGAIN):
+			l.acceptBurst = 1
 			return
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECONNABORTED):
 			continue
@@ -85,7 +103,15 @@ func (l *loop) accept(rt *runtimeConfig) {
 			return
 		}
 	}
+	if l.acceptTurn+1 == l.turn {
+		l.acceptBurst = min(2*burst, acceptsPerEdge)
+	}
+	l.acceptTurn = l.turn
 }
+
+// testHookAccept sees every accept4's error (nil: a connection); tests
+// count the calls with it.
+var testHookAccept func(err error)
 
 // exhausted handles EMFILE/ENFILE: give up the reserved fd, accept the
 // waiting connection and close it at once (the client sees a clean close
@@ -124,9 +150,7 @@ func (l *loop) admit(rt *runtimeConfig, fd int, peer netip.AddrPort) {
 		unix.Close(fd)
 		return
 	}
-	// Before the first peek, or Nagle on the peer's side of a
-	// request/response exchange can stall classification (seed 002, bug 2).
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	// TCP_NODELAY comes from the listener (listenTCP).
 	gen, err := l.g.reg.Open(fd, peer, l.idx, l.g.nowMs())
 	if err != nil {
 		l.g.limits.doneSniffing(ip)

@@ -35,6 +35,9 @@ func (l *loop) sniff(rt *runtimeConfig, fd int, gen uint32, s *registry.Slot, ex
 		look = look[:budget]
 	}
 	res := sniff.Detect(look)
+	if l.st.on {
+		l.st.mark(stSniff)
+	}
 	switch res.Verdict {
 	case sniff.Match:
 		p := res.Proto
@@ -215,9 +218,11 @@ func (g *Gateway) closeConn(fd int, gen uint32) bool {
 	}
 	s := g.reg.Slot(fd)
 	ip := s.Peer().Addr()
-	if li := s.Loop(); li < len(g.loops) && g.loops[li].epfd >= 0 {
-		unix.EpollCtl(g.loops[li].epfd, unix.EPOLL_CTL_DEL, fd, nil)
-	}
+	// No EPOLL_CTL_DEL: close(2) takes the socket out of the epoll set
+	// (nothing else holds it: sockets are CLOEXEC, and detach, which dups
+	// one, deletes it itself), so that would be a system call per close
+	// for nothing. An event already returned for it meets the registry's
+	// generation check, as it would after a DEL.
 	g.reg.EndClose(fd, gen)
 	unix.Close(fd)
 	if prev == registry.Sniffing {

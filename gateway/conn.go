@@ -204,7 +204,7 @@ func (c *conn) Close(reason error) {
 		c.shutWrite()
 	} // else flush shuts it once the output is out
 	c.setInput(nil)
-	w.discard(c)
+	w.discard(c, true)
 }
 
 // socketGone reports whether reason says the peer or the socket is gone

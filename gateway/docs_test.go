@@ -70,6 +70,7 @@ func metricLabels(t *testing.T) map[string][]string {
 	(&stateCollector{g: g}).Describe(ch)
 	udpCollector{g: g}.Describe(ch)
 	rudpCollector{g: g}.Describe(ch)
+	stageCollector{h: g.stages}.Describe(ch)
 	close(ch)
 	descRe := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 	out := map[string][]string{}

@@ -91,6 +91,8 @@ type Gateway struct {
 	dgPools  [numClasses]*pool // the pool each datagram class goes to; nil: dropped
 
 	start    time.Time
+	stages   *stageHist     // sampled stage times (stages.go)
+	stageAt  []atomic.Int64 // by fd: when the loop posted a sampled event; nil when sampling is off
 	ready    chan struct{}
 	done     chan struct{} // closed when Run has released everything
 	addr     netip.AddrPort
@@ -174,6 +176,10 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	}
 	g.rt.Store(rt)
 	g.reg = registry.New(registrySize(cfg))
+	g.stages = &stageHist{}
+	if cfg.Admin.StageSample > 0 {
+		g.stageAt = make([]atomic.Int64, g.reg.Size())
+	}
 	g.limits = newAdmission()
 	dgram, err := g.datagramHandlers(opt)
 	if err != nil {

@@ -21,7 +21,7 @@ const (
 	loopTick        = 100 * time.Millisecond // sniff-deadline resolution
 	sniffWheelSlots = 1024                   // ticks per turn: 102 s
 	maxEvents       = 256                    // epoll_wait batch
-	acceptsPerEdge  = 256                    // accepts before the loop serves other events
+	acceptsPerEdge  = 256                    // most accepts per wakeup before the loop serves other events
 )
 
 // Commands posted to a loop through its eventfd.
@@ -40,9 +40,12 @@ type loop struct {
 	g           *Gateway
 	idx         int
 	epfd        int
-	lfd         int // listening socket; -1 once accepting stopped
-	efd         int // eventfd that wakes the loop
-	spare       int // reserved fd for EMFILE
+	lfd         int    // listening socket; -1 once accepting stopped
+	efd         int    // eventfd that wakes the loop
+	spare       int    // reserved fd for EMFILE
+	acceptBurst int    // accepts per listener wakeup; see accept
+	acceptTurn  uint64 // the turn whose accept used its burst up
+	turn        uint64 // epoll_wait calls so far
 	wheel       *wheel
 	peek        []byte
 	events      []unix.EpollEvent
@@ -57,7 +60,10 @@ type loop struct {
 	dgWait      time.Duration           // until the inline workers' next datagram Tick
 	routePanics uint64                  // datagram handlers' Route panics on this loop
 	woke        bool                    // a worker was unparked since the last epoll_wait
+	toWake      []int                   // workers given events in this turn, to wake once at its end
+	marked      []bool                  // by global worker index: in toWake already
 	expireFn    func(timer)             // l.expire as a value made once: no closure per iteration
+	st          stageClock              // stage timestamps (stages.go)
 
 	cmdMu   sync.Mutex
 	cmds    uint32
@@ -66,9 +72,11 @@ type loop struct {
 }
 
 func newLoop(g *Gateway, idx int) *loop {
-	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1}
+	l := &loop{g: g, idx: idx, epfd: -1, lfd: -1, efd: -1, spare: -1, st: newStageClock(g)}
 	l.rings = make([]*route.Ring, len(g.workers))
 	l.backlog = make([][]uint64, len(g.workers))
+	l.marked = make([]bool, len(g.workers))
+	l.toWake = make([]int, 0, len(g.workers))
 	return l
 }
 
@@ -158,11 +166,13 @@ func (l *loop) run() {
 			runtime.Gosched()
 		}
 		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		l.turn++
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.g.log.Error("epoll_wait", "loop", l.idx, "err", err)
 			return
 		}
 		rt := l.g.rt.Load()
+		sample := l.st.batch(n)
 		for i := 0; i < n; i++ {
 			ev := &l.events[i]
 			fd := int(ev.Fd)
@@ -176,9 +186,15 @@ func (l *loop) run() {
 			case l.udpFD():
 				l.drainUDP()
 			default:
+				if i == sample {
+					l.st.begin()
+					sample = l.st.next(i, n)
+				}
 				l.event(rt, fd, uint32(ev.Pad), ev.Events)
+				l.st.on = false
 			}
 		}
+		l.wakeMarked()
 		if l.udpAgain {
 			l.udpAgain = false
 			l.drainUDP()
@@ -190,6 +206,7 @@ func (l *loop) run() {
 		l.resume()
 		now := uint64(time.Since(l.g.start) / loopTick)
 		l.wheel.advance(now, l.expireFn)
+		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
 }
@@ -246,6 +263,9 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 		l.g.reg.CountStale()
 		return
 	}
+	if l.st.on {
+		l.st.mark(stLookup)
+	}
 	switch st {
 	case registry.Sniffing:
 		// A peer that hung up sends nothing more: settle what it sent
@@ -275,6 +295,10 @@ func (l *loop) event(rt *runtimeConfig, fd int, gen uint32, events uint32) {
 // worker's ring unless it is queued already (registry.Post): a ring holds
 // at most one event per live fd.
 func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
+	if l.st.on {
+		bits |= evSampled
+		l.g.stageAt[fd].Store(l.st.now())
+	}
 	if !l.g.reg.Post(fd, gen, bits) {
 		return
 	}
@@ -282,6 +306,9 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 	wi := s.Worker()
 	if wi >= len(l.rings) { // inline: wi encodes the pool
 		w := l.inline[wi-len(l.rings)]
+		if l.st.on {
+			l.st.mark(stEnqueue)
+		}
 		w.handle(id)
 		return
 	}
@@ -289,9 +316,29 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 		l.backlog[wi] = append(l.backlog[wi], id)
 		l.g.metrics.ringFull.Inc()
 	}
-	if l.g.workers[wi].wake() {
-		l.woke = true
+	if l.st.on {
+		l.st.mark(stEnqueue)
 	}
+	if !l.marked[wi] {
+		l.marked[wi] = true
+		l.toWake = append(l.toWake, wi)
+	}
+}
+
+// wakeMarked wakes, once each, the workers given events since the last
+// call: one wake per worker per batch of epoll events, not one per event.
+// A worker woken at the first event of a batch would take it, find its
+// ring empty, park, and be woken again by the next; woken at the end it
+// takes the whole batch in one go. The events wait at most for the rest
+// of the batch (maxEvents events) to be routed.
+func (l *loop) wakeMarked() {
+	for _, wi := range l.toWake {
+		l.marked[wi] = false
+		if l.g.workers[wi].wake() {
+			l.woke = true
+		}
+	}
+	l.toWake = l.toWake[:0]
 }
 
 func (l *loop) hasBacklog() bool {
@@ -383,6 +430,9 @@ func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.P
 		l.g.log.Error("registry", "fd", fd, "err", err)
 		l.closeUnclassified(fd, gen)
 		return
+	}
+	if l.st.on {
+		l.st.mark(stRoute)
 	}
 	l.g.limits.doneSniffing(s.Peer().Addr())
 	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8

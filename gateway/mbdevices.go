@@ -56,15 +56,15 @@ var (
 	descMbDemoted   = prometheus.NewDesc("edgemux_modbus_device_demoted", "Upstream Modbus device demoted (1) after repeated failures: asked only once per probe_every.", []string{"device", "line"}, nil)
 )
 
-// deviceEvents names a device's counters, in a fixed order.
-func deviceEvents(h upstream.Health) []struct {
+// namedCount is one counter of a device, under its label value.
+type namedCount struct {
 	name string
 	n    uint64
-} {
-	return []struct {
-		name string
-		n    uint64
-	}{
+}
+
+// deviceEvents names a device's counters, in a fixed order.
+func deviceEvents(h upstream.Health) []namedCount {
+	return []namedCount{
 		{"requests", h.Requests}, {"ok", h.OK}, {"exceptions", h.Exceptions}, {"timeouts", h.Timeouts},
 		{"crc_errors", h.CRCErrors}, {"stale", h.Stale}, {"failed", h.Failed}, {"refused", h.Refused}, {"retries", h.Retries},
 		{"connects", h.Connects},
@@ -72,14 +72,8 @@ func deviceEvents(h upstream.Health) []struct {
 }
 
 // pollEvents names a polled device's counters, in a fixed order.
-func pollEvents(s poll.Stats) []struct {
-	name string
-	n    uint64
-} {
-	return []struct {
-		name string
-		n    uint64
-	}{
+func pollEvents(s poll.Stats) []namedCount {
+	return []namedCount{
 		{"polls", s.Polls}, {"reads", s.Reads}, {"read_failed", s.Failed}, {"read_refused", s.Refused},
 		{"published", s.Published}, {"publish_refused", s.Dropped}, {"decode_errors", s.Decode},
 		{"writes", s.Writes}, {"writes_ok", s.WritesOK}, {"writes_failed", s.WritesBad},

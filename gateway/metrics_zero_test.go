@@ -67,7 +67,7 @@ func gatewayFamilies(t *testing.T, g *Gateway) []string {
 	if fields != len(cs) {
 		t.Fatalf("metrics has %d collector fields, the test lists %d", fields, len(cs))
 	}
-	cs = append(cs, &stateCollector{g: g}, udpCollector{g: g}, rudpCollector{g: g})
+	cs = append(cs, &stateCollector{g: g}, udpCollector{g: g}, rudpCollector{g: g}, stageCollector{h: g.stages})
 	ch := make(chan *prometheus.Desc, 256)
 	for _, c := range cs {
 		c.Describe(ch)

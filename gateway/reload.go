@@ -59,7 +59,7 @@ func (g *Gateway) Reload(cfg config.Config) error {
 // running gateway.
 var restartOnly = []string{
 	"listen", "loops", "pin_cpus", "pools", "dispatch", "private", "quarantine", "bus",
-	"admin.enabled", "admin.idle_timeout", "udp", "rudp", "coap",
+	"admin.enabled", "admin.idle_timeout", "admin.stage_sample", "udp", "rudp", "coap",
 }
 
 // restartKeys are the keys of cfg that differ from running and need a

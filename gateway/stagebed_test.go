@@ -136,6 +136,7 @@ func (b *stageBed) admit(tb testing.TB, i int) stageConn {
 	}
 	gen := s.Gen()
 	b.l.handOff(fd, gen, s, b.w.pool, sniff.Private, protocols.ReasonNone, false)
+	b.l.wakeMarked()
 	if s.State() != registry.Active || s.Worker() != b.w.idx {
 		unix.Close(peer)
 		tb.Fatalf("connection %d: state %v worker %d after handOff, want active on %d", i, s.State(), s.Worker(), b.w.idx)
@@ -147,6 +148,7 @@ func (b *stageBed) admit(tb testing.TB, i int) stageConn {
 // in epoll: push what waited for ring space, and yield once if it woke a
 // worker (the woken goroutine is queued on this P; see loop.run).
 func (b *stageBed) endBatch() {
+	b.l.wakeMarked()
 	b.l.flushBacklog()
 	if b.l.woke {
 		b.l.woke = false

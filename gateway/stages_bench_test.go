@@ -178,14 +178,24 @@ func BenchmarkStageEnqueue(b *testing.B) {
 }
 
 // enqueue waits until the worker took every event handed to it so far,
-// then hands it one EvRead for each of the first n connections and ends
-// the batch as the loop does. It returns the time spent in deliver.
+// then hands it one EvRead for each of the first n connections, sampling
+// stage times as the loop does, and ends the batch as the loop does. It
+// returns the time spent in deliver.
 func (b *stageBed) enqueue(n int) time.Duration {
 	b.awaitTaken()
 	start := time.Now()
+	// The stage sampling as loop.run does it (admin.stage_sample, 128
+	// in the bed's default config): the figures include its cost.
+	sample := b.l.st.batch(n)
 	for i := range n {
 		c := &b.conns[i]
+		if i == sample {
+			b.l.st.begin()
+			sample = b.l.st.next(i, n)
+			b.l.st.mark(stLookup)
+		}
 		b.l.deliver(c.fd, c.gen, c.slot, registry.EvRead)
+		b.l.st.on = false
 	}
 	spent := time.Since(start)
 	b.handed += uint64(n)

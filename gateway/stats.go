@@ -32,6 +32,8 @@ type Stats struct {
 	Private       map[string]uint64         `json:"private"`        // protocols/private counters
 	RUDP          map[string]uint64         `json:"rudp"`           // the reliable UDP core's sessions (edgemux_rudp_* in /metrics)
 	CoAP          map[string]uint64         `json:"coap"`           // protocols/coap counters
+	Stages        map[string]StageStats     `json:"stages"`         // sampled stage times (edgemux_stage_seconds)
+	StageSample   int                       `json:"stage_sample"`   // one event in this many is sampled; 0 = off
 	Stale         uint64                    `json:"stale_events"`
 	Forwarding    int64                     `json:"forwarding"`
 }
@@ -73,6 +75,8 @@ func (g *Gateway) Snapshot() Stats {
 		Connections: map[string]map[string]int{},
 		Classified:  g.metrics.classifications(),
 		Stale:       g.reg.Stale(),
+		Stages:      g.stages.snapshot(),
+		StageSample: g.cfg.Admin.StageSample,
 		Forwarding:  g.fwd.active.Load(),
 	}
 	for fd := 0; fd < g.reg.Size(); fd++ {

@@ -66,6 +66,9 @@ type worker struct {
 	// grace ended (everything closes now).
 	draining bool
 	stopping bool
+
+	st        stageClock // stage timestamps (stages.go): the wake and the handler
+	handlerNs int64      // the sampled event's time in Session.Data so far; -1: no call yet
 }
 
 const (
@@ -82,6 +85,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		done:  make(chan struct{}),
 	}
 	w.readyFn = w.ready
+	w.st = newStageClock(g)
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
 	w.park = pk
 	w.wake = pk.Unpark
@@ -183,7 +187,7 @@ func (w *worker) poll() bool {
 		w.again = nil
 		for _, c := range list {
 			if c.live() {
-				w.read(c)
+				w.read(c, true)
 			}
 		}
 	}
@@ -204,6 +208,10 @@ func (w *worker) handle(id uint64) {
 	if s == nil {
 		return
 	}
+	if bits&evSampled != 0 {
+		w.beginSample(fd)
+		defer w.endSample()
+	}
 	w.served.Add(1)
 	w.pool.observe(w.local, s)
 	c := w.conns[fd]
@@ -223,7 +231,9 @@ func (w *worker) handle(id uint64) {
 		w.writable(c)
 	}
 	if bits&(registry.EvRead|registry.EvHup) != 0 && c.live() {
-		w.read(c)
+		// After a hang-up edge the EOF may sit behind the data: no
+		// later edge would report it, so that read goes on to EOF.
+		w.read(c, bits&registry.EvHup != 0)
 	}
 	// A connection handed over during a drain hears the goodbye after
 	// its first input is served: a request already in the socket (a
@@ -275,15 +285,25 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 	return c
 }
 
-// read reads c to EAGAIN (or its share of reads) and feeds the session;
-// a lingering connection's input is read and dropped.
-func (w *worker) read(c *conn) {
+// read reads c and feeds the session, until the socket is empty (or its
+// share of reads is used up); a lingering connection's input is read and
+// dropped. A read that returns less than the buffer ends it unless toEOF:
+// a stream socket that gave less than asked was empty at that moment, and
+// edge-triggered epoll reports whatever arrives after it (handle cleared
+// the slot's queued mark before reading, so that edge queues c again).
+// That saves the read that would only meet EAGAIN: one read per request
+// instead of two. toEOF (a hang-up was reported, or c comes back from the
+// again list) reads on to EAGAIN or EOF as before.
+func (w *worker) read(c *conn, toEOF bool) {
 	if c.closed {
-		w.discard(c)
+		w.discard(c, toEOF)
 		return
 	}
 	for range readsPerEvent {
 		n, err := readFD(int(c.fd), w.rbuf)
+		if testHookRead != nil {
+			testHookRead(n, err)
+		}
 		switch {
 		case n > 0:
 			w.g.reg.CountIn(int(c.fd), c.gen, n)
@@ -305,13 +325,15 @@ func (w *worker) read(c *conn) {
 					return
 				}
 			}
+			if n < len(w.rbuf) && !toEOF {
+				w.readStopped()
+				return
+			}
 		case err == nil: // EOF
 			c.Close(protocols.ErrPeerClosed)
 			return
 		case errors.Is(err, errAgain):
-			if testHookReadAgain != nil {
-				testHookReadAgain()
-			}
+			w.readStopped()
 			return
 		default:
 			c.Close(err)
@@ -334,11 +356,21 @@ func (w *worker) feed(c *conn, b []byte) {
 	}
 	for len(data) > 0 && !c.closed {
 		n := 0
+		var t0 int64
+		if w.st.on {
+			t0 = w.st.now()
+		}
+		if benchSlowBuild && c.proto == benchSlow.proto {
+			time.Sleep(benchSlow.delay) // benchmark builds only (benchslow.go)
+		}
 		err := w.safe(c, data, func() error {
 			var err error
 			n, err = c.sess.Data(data)
 			return err
 		})
+		if w.st.on {
+			w.handlerNs = max(w.handlerNs, 0) + w.st.now() - t0
+		}
 		if err != nil {
 			c.Close(err)
 			return
@@ -369,12 +401,15 @@ func (w *worker) feed(c *conn, b []byte) {
 	}
 }
 
-// discard reads a lingering connection's input to EAGAIN and drops it; the
-// peer's EOF, or a socket error, releases the connection.
-func (w *worker) discard(c *conn) {
+// discard reads a lingering connection's input and drops it, stopping at
+// a short read as read does unless toEOF; the peer's EOF, or a socket
+// error, releases the connection.
+func (w *worker) discard(c *conn, toEOF bool) {
 	for range readsPerEvent {
 		n, err := readFD(int(c.fd), w.rbuf)
 		switch {
+		case n > 0 && n < len(w.rbuf) && !toEOF:
+			return
 		case n > 0:
 			continue
 		case errors.Is(err, errAgain):
@@ -388,10 +423,23 @@ func (w *worker) discard(c *conn) {
 
 var errInputLimit = errors.New("gateway: input limit exceeded")
 
-// testHookReadAgain runs when a read meets EAGAIN: input that arrives
-// from then on must raise an event that reaches the worker (handle clears
-// the slot's queued flag before reading for that). Tests widen the window.
-var testHookReadAgain func()
+// readStopped runs where a read stops for want of input (EAGAIN or a
+// short read): input that arrives from then on must raise an event that
+// reaches the worker. Tests widen that window through testHookReadAgain.
+func (w *worker) readStopped() {
+	if testHookReadAgain != nil {
+		testHookReadAgain()
+	}
+}
+
+// testHookReadAgain runs where a read stopped for want of input (handle
+// clears the slot's queued mark before reading, so what arrives then
+// queues the connection again); tests widen the window with it.
+// testHookRead sees every read's result; tests count reads with it.
+var (
+	testHookReadAgain func()
+	testHookRead      func(n int, err error)
+)
 
 // safe runs a session call and turns a panic into a closed, recorded
 // connection: the worker lives on.

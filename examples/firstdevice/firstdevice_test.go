@@ -37,10 +37,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgemux/edgemux/gateway/gatewaytest"
 )
 
 const (
@@ -407,20 +408,5 @@ func freePort(t *testing.T) string {
 	return ""
 }
 
-// syncBuffer is a bytes.Buffer that several processes write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer that several processes write to.
+type syncBuffer = gatewaytest.Buffer

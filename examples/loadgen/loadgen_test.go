@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgemux/edgemux/config"
-	"github.com/edgemux/edgemux/gateway"
+	"github.com/edgemux/edgemux/gateway/gatewaytest"
 	"github.com/edgemux/edgemux/protocols/private"
 )
 
@@ -20,28 +19,7 @@ import (
 // until the test ends and returns its address.
 func startGateway(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Parse(config.DefaultYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Loops = 1
-	g, err := gateway.New(cfg, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		g.Close()
-		<-done
-	})
-	return g.Addr().String()
+	return gatewaytest.Start(t, gatewaytest.Defaults(t)).Addr().String()
 }
 
 // field returns the integer value of key=... in line, or -1.

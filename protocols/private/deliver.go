@@ -100,17 +100,42 @@ func (s *session) dropped(out []byte, n uint64) []byte {
 	return AppendDropped(out, n)
 }
 
-// appendDelivery encodes one message as a PUB frame.
+// pubEncoding is the PUB frame of a delivery, which is the same bytes for
+// every subscriber (no per-subscription field: msg id 0, flags from the
+// message): encoded once per message, CRC included, and copied by the
+// others (bus.Message.Encoded).
+var pubEncoding = bus.NewEncoding("private.pub")
+
+// appendDelivery appends one message as a PUB frame: the shared frame
+// when another subscriber encoded it already, else encoded here (and
+// shared, when the message can be).
 func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
+	if frame := m.Encoded(pubEncoding); frame != nil {
+		s.h.delivered.Add(1)
+		return append(out, frame...)
+	}
+	dst := out
+	if m.Shared() {
+		dst = make([]byte, 0, pubLen(m)) // exact size: the array is shared, never appended to
+	}
 	var flags uint8
 	if m.Retained {
 		flags = PubRetained
 	}
-	next, err := appendPub(out, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
+	frame, err := appendPub(dst, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
 	if err != nil { // a source name over 255 bytes: not ours to fix, skip it
 		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
 		return out
 	}
+	s.h.encoded.Add(1)
 	s.h.delivered.Add(1)
-	return next
+	if !m.Shared() {
+		return frame
+	}
+	return append(out, m.SetEncoded(pubEncoding, frame)...)
+}
+
+// pubLen is the size of m's PUB frame.
+func pubLen(m *bus.Message) int {
+	return HeaderLen + 4 + 1 + 2 + len(m.Topic) + 8 + 1 + len(m.Src) + len(m.Payload)
 }

@@ -34,6 +34,7 @@ type Stats struct {
 	Sessions      uint64 // sessions opened
 	Published     uint64 // PUBs accepted by the bus
 	Delivered     uint64 // deliveries written to clients
+	Encoded       uint64 // PUB frames encoded for deliveries: once per live message, shared by its subscribers
 	Dropped       uint64 // deliveries the bus dropped (a full queue), told to clients with DROPPED
 	Rejected      uint64 // requests failed with a recoverable code (CACHE_FULL and TOPIC_QUOTA among them)
 	Violations    uint64 // connections closed for protocol violations
@@ -45,7 +46,7 @@ func (st Stats) Counters() []protocols.Counter {
 	return []protocols.Counter{
 		{Name: "sessions", N: st.Sessions}, {Name: "published", N: st.Published}, {Name: "delivered", N: st.Delivered},
 		{Name: "dropped", N: st.Dropped}, {Name: "rejected", N: st.Rejected}, {Name: "violations", N: st.Violations},
-		{Name: "slow_consumers", N: st.SlowConsumers},
+		{Name: "slow_consumers", N: st.SlowConsumers}, {Name: "encoded", N: st.Encoded},
 	}
 }
 
@@ -61,6 +62,7 @@ type Handler struct {
 
 	sessions, published, delivered, dropped atomic.Uint64
 	rejected, violations, slowConsumers     atomic.Uint64
+	encoded                                 atomic.Uint64
 }
 
 var _ protocols.Handler = (*Handler)(nil)
@@ -89,6 +91,7 @@ func (h *Handler) Stats() Stats {
 		Sessions:      h.sessions.Load(),
 		Published:     h.published.Load(),
 		Delivered:     h.delivered.Load(),
+		Encoded:       h.encoded.Load(),
 		Dropped:       h.dropped.Load(),
 		Rejected:      h.rejected.Load(),
 		Violations:    h.violations.Load(),

@@ -1,7 +1,10 @@
 package websocket
 
 import (
+	"bytes"
 	"strconv"
+
+	"github.com/edgemux/edgemux/route/bus"
 )
 
 // Deliveries. A session takes messages from its bus subscriber only while
@@ -90,8 +93,9 @@ func (s *session) deliver() error {
 			if !s.wanted(m) {
 				continue
 			}
-			*js = appendDelivery((*js)[:0], m)
-			if err := s.stage(*js, true); err != nil {
+			var text []byte
+			text, *js = s.deliveryText(m, *js)
+			if err := s.stage(text, true); err != nil {
 				return err
 			}
 		}
@@ -103,6 +107,29 @@ func (s *session) deliver() error {
 			return nil
 		}
 	}
+}
+
+// deliveryJSON is the JSON text of a delivery, the same bytes for every
+// subscriber (no subscription id in it): encoded once per message and
+// copied by the others (bus.Message.Encoded). The WebSocket frame around
+// it is not shared: per-message compression makes it differ per
+// connection, and its header is 2 to 10 bytes.
+var deliveryJSON = bus.NewEncoding("websocket.json")
+
+// deliveryText returns m's JSON text and the scratch buffer (grown, if it
+// was used). The text is the shared one when another subscriber encoded
+// it; a message that cannot be shared is encoded into scratch.
+func (s *session) deliveryText(m *bus.Message, scratch []byte) (text, _ []byte) {
+	if text := m.Encoded(deliveryJSON); text != nil {
+		return text, scratch
+	}
+	s.h.n.encoded.Add(1)
+	scratch = appendDelivery(scratch[:0], m)
+	if !m.Shared() {
+		return scratch, scratch
+	}
+	// An exact-size copy: the shared array is never appended to.
+	return m.SetEncoded(deliveryJSON, bytes.Clone(scratch)), scratch
 }
 
 // dropped counts n lost deliveries and appends the notice that tells the

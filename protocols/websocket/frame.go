@@ -238,3 +238,20 @@ func unmask(key [4]byte, p []byte) {
 		p[i] ^= key[i&3]
 	}
 }
+
+// appendServerFrame appends p as one final, unmasked server frame of
+// opcode op, as gorilla writes an uncompressed message (RFC 6455 §5.2:
+// the shortest length encoding).
+func appendServerFrame(dst []byte, op Opcode, p []byte) []byte {
+	dst = append(dst, 0x80|byte(op))
+	switch n := len(p); {
+	case n <= 125:
+		dst = append(dst, byte(n))
+	case n <= 0xffff:
+		dst = append(dst, 126, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, 127)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+	return append(dst, p...)
+}

@@ -223,3 +223,28 @@ func FuzzScanFrames(f *testing.F) {
 		}
 	})
 }
+
+// appendServerFrame writes the shortest length encoding, FIN set, no
+// mask, at each boundary of the three encodings.
+func TestAppendServerFrame(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		head []byte
+	}{
+		{0, []byte{0x81, 0}},
+		{125, []byte{0x81, 125}},
+		{126, []byte{0x81, 126, 0, 126}},
+		{0xffff, []byte{0x81, 126, 0xff, 0xff}},
+		{0x10000, []byte{0x81, 127, 0, 0, 0, 0, 0, 1, 0, 0}},
+	} {
+		p := bytes.Repeat([]byte("j"), c.n)
+		got := appendServerFrame([]byte("x"), OpText, p)
+		if !bytes.Equal(got[1:1+len(c.head)], c.head) || !bytes.Equal(got[1+len(c.head):], p) {
+			t.Fatalf("%d bytes: header % x", c.n, got[1:min(len(got), 11)])
+		}
+		h, n, err := ParseHeader(got[1:])
+		if err != nil || n != len(c.head) || !h.Fin || h.Masked || h.Opcode != OpText || h.Length != uint64(c.n) {
+			t.Fatalf("%d bytes: parsed %+v, %d, %v", c.n, h, n, err)
+		}
+	}
+}

@@ -67,6 +67,7 @@ type Stats struct {
 	SlowClosed        uint64 // connections closed as slow consumers (policy close, or cut off by the bus)
 	SlowDropped       uint64 // messages dropped while over high_water (policy drop)
 	Codecs            uint64 // gorilla Conns made for leases beyond those upgrades left (lease.go)
+	Encoded           uint64 // delivery JSON texts encoded: once per live message, shared by its subscribers
 }
 
 // Counters lists the Stats fields under snake_case names, in a fixed order.
@@ -77,7 +78,7 @@ func (st Stats) Counters() []protocols.Counter {
 		{Name: "handshake_timeouts", N: st.HandshakeTimeouts}, {Name: "messages", N: st.Messages}, {Name: "published", N: st.Published},
 		{Name: "delivered", N: st.Delivered}, {Name: "dropped", N: st.Dropped}, {Name: "errors", N: st.Errors}, {Name: "violations", N: st.Violations}, {Name: "too_big", N: st.TooBig},
 		{Name: "peer_closes", N: st.PeerCloses}, {Name: "pong_timeouts", N: st.PongTimeouts}, {Name: "slow_closed", N: st.SlowClosed},
-		{Name: "slow_dropped", N: st.SlowDropped}, {Name: "codecs", N: st.Codecs},
+		{Name: "slow_dropped", N: st.SlowDropped}, {Name: "codecs", N: st.Codecs}, {Name: "encoded", N: st.Encoded},
 	}
 }
 
@@ -86,7 +87,7 @@ type counters struct {
 	sessions, upgrades, badRequests, forbidden, notFound, headerTooLarge atomic.Uint64
 	handshakeTimeouts, messages, published, delivered, dropped, errors   atomic.Uint64
 	violations, tooBig, peerCloses, pongTimeouts, slowClosed, slowDrop   atomic.Uint64
-	codecs                                                               atomic.Uint64
+	codecs, encoded                                                      atomic.Uint64
 }
 
 // Handler serves WebSocket connections for the workers of one pool. It is
@@ -212,7 +213,7 @@ func (h *Handler) Stats() Stats {
 		Published: n.published.Load(), Delivered: n.delivered.Load(), Dropped: n.dropped.Load(), Errors: n.errors.Load(),
 		Violations: n.violations.Load(), TooBig: n.tooBig.Load(), PeerCloses: n.peerCloses.Load(),
 		PongTimeouts: n.pongTimeouts.Load(), SlowClosed: n.slowClosed.Load(), SlowDropped: n.slowDrop.Load(),
-		Codecs: n.codecs.Load(),
+		Codecs: n.codecs.Load(), Encoded: n.encoded.Load(),
 	}
 }
 

@@ -498,10 +498,16 @@ func (s *session) writeText(p []byte, delivery bool) error {
 	return nil
 }
 
-// stage frames one text message into the staging buffer.
+// stage frames one text message into the staging buffer. Without
+// compression the frame is the header and p, appended here: the same bytes
+// gorilla writes, without its copy through a pooled write buffer (and the
+// allocation its pool costs per message), which a fan-out pays per
+// subscriber.
 func (s *session) stage(p []byte, delivery bool) error {
 	l := s.l
-	if err := l.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
+	if l.variant == plain {
+		l.out = appendServerFrame(l.out, OpText, p)
+	} else if err := l.ws.WriteMessage(gorilla.TextMessage, p); err != nil {
 		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
 	l.batch++

@@ -35,7 +35,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Errors returned by the bus, wrapped with details.
@@ -52,19 +51,24 @@ var (
 )
 
 // Message is one published value. Its Payload belongs to the bus once
-// published and is shared by every subscriber: nobody may modify it.
+// published and is shared by every subscriber: nobody may modify it. So
+// are its encodings (encoding.go): what one subscriber's protocol framed,
+// the next subscriber of that protocol reuses.
 type Message struct {
 	Topic    string
 	Payload  []byte
-	Src      string // protocol it came from: "private", "modbus", "coap", "ws", ...
-	TS       int64  // unix nanoseconds at publish (from Options.Now)
-	Seq      uint64 // bus-wide publish sequence, starting at 1
-	Retained bool   // replayed from the LVC for a new subscription, not live
+	Src      string     // protocol it came from: "private", "modbus", "coap", "ws", ...
+	TS       int64      // unix nanoseconds at publish (from Options.Now)
+	Seq      uint64     // bus-wide publish sequence, starting at 1
+	enc      *encodings // shared by every copy of a published message; nil for one built by hand
+	Retained bool       // replayed from the LVC for a new subscription, not live
 }
 
-// msgOverhead is what a queued message costs besides its topic and
-// payload: its slot in the queue.
-const msgOverhead = int(unsafe.Sizeof(Message{}))
+// msgOverhead is what a queued message counts against QueueBytes besides
+// its topic and payload. It is the size a queue slot had when the queue
+// held copies (80 bytes), kept fixed so that Queue and QueueBytes limit
+// exactly what they did: a slot is a shared pointer now, 8 bytes.
+const msgOverhead = 80
 
 // size is what m counts against a queue's byte limit.
 func (m *Message) size() int { return msgOverhead + len(m.Topic) + len(m.Payload) }
@@ -264,7 +268,7 @@ func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, do
 
 // publish records and fans out a validated message that is a value.
 func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error {
-	m := Message{Topic: topic, Src: src, TS: b.opt.Now()}
+	m := &Message{Topic: topic, Src: src, TS: b.opt.Now()}
 	if len(payload) > 0 {
 		m.Payload = append(make([]byte, 0, len(payload)), payload...)
 	}
@@ -273,13 +277,15 @@ func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error 
 	// Subscribe (write lock) splits publishes cleanly into those it must
 	// replay from the cache and those that will reach it live.
 	b.trieMu.RLock()
-	err := b.store(&m, q)
+	err := b.store(m, q)
 	if err == nil {
 		b.root.collect(topic, c)
 	}
 	b.trieMu.RUnlock()
 	if err == nil {
-		b.fanOut(&m, c)
+		if c.len() > 0 {
+			b.fanOut(share(m), c)
+		}
 		b.published.Add(1)
 	}
 	c.reset()
@@ -292,7 +298,9 @@ func (b *Bus) shardFor(topic string) *shard {
 }
 
 // fanOut queues m to the collected subscribers, outside the trie lock so
-// notify callbacks and disconnects may take it.
+// notify callbacks and disconnects may take it. Every queue holds the same
+// m: fan-out memory grows with the messages in flight, not with messages
+// times subscribers.
 func (b *Bus) fanOut(m *Message, c *collector) {
 	c.dedupe()
 	var t tally
@@ -374,6 +382,8 @@ func (c *collector) add(subs []*Subscriber) {
 		}
 	}
 }
+
+func (c *collector) len() int { return len(c.single) + len(c.multi) }
 
 func (c *collector) dedupe() {
 	if len(c.multi) > 1 {

@@ -108,6 +108,7 @@ func (b *Bus) store(m *Message, q *Quota) error {
 	}
 	m.Seq = b.seq.Add(1)
 	e.msg, e.has = *m, true
+	e.msg.enc = nil // the cache keeps no encodings (encoding.go)
 	return nil
 }
 

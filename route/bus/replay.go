@@ -84,13 +84,13 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 	used := 0
 	for s.n > 0 && used < maxBytes {
 		slot := &s.ring[s.head]
-		size := slot.size()
+		size := (*slot).size()
 		if used > 0 && used+size > maxBytes {
 			break
 		}
-		dst = append(dst, *slot)
+		dst = append(dst, **slot)
 		used += size
-		*slot = Message{} // do not pin the payload
+		*slot = nil // do not pin the message
 		s.head = int32((int(s.head) + 1) % len(s.ring))
 		s.n--
 		s.bytes -= size

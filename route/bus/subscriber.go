@@ -23,10 +23,10 @@ type Subscriber struct {
 	drainMu sync.Mutex // one Drain at a time: it owns the replay cursors
 
 	// Guarded by mu.
-	ring    []Message // nil until the first delivery
-	replays []*replay // retained replays not finished, oldest first
-	bytes   int       // what the queued messages count against QueueBytes
-	lost    uint64    // dropped since the last Drain reported it
+	ring    []*Message // nil until the first delivery; shared with the other subscribers
+	replays []*replay  // retained replays not finished, oldest first
+	bytes   int        // what the queued messages count against QueueBytes
+	lost    uint64     // dropped since the last Drain reported it
 
 	dropped atomic.Uint64
 	queue   int32       // queue limit in messages, guarded by mu; 0 = Options.Queue
@@ -207,7 +207,8 @@ const (
 
 // push offers m to the queue and returns what happened and how many
 // messages were lost doing it. A message always fits an empty queue,
-// however big.
+// however big. The queue keeps m itself, shared with the other
+// subscribers of the publish, so nobody may modify it.
 func (s *Subscriber) push(m *Message) (pushResult, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,7 +235,7 @@ func (s *Subscriber) push(m *Message) (pushResult, int) {
 		return pushSkipped, 0 // cannot happen: an empty queue grows
 	}
 	s.countLost(lost)
-	s.ring[(int(s.head)+int(s.n))%len(s.ring)] = *m
+	s.ring[(int(s.head)+int(s.n))%len(s.ring)] = m
 	s.n++
 	s.bytes += size
 	if s.n == 1 {
@@ -254,8 +255,8 @@ func (s *Subscriber) countLost(n int) {
 // evictOldest drops the oldest queued message; s.mu is held, s.n > 0.
 func (s *Subscriber) evictOldest() {
 	slot := &s.ring[s.head]
-	s.bytes -= slot.size()
-	*slot = Message{}
+	s.bytes -= (*slot).size()
+	*slot = nil
 	s.head = int32((int(s.head) + 1) % len(s.ring))
 	s.n--
 }

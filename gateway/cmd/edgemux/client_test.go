@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/gateway"
+	"github.com/edgemux/edgemux/gateway/gatewaytest"
 )
 
 // startGateway runs a gateway with the built-in defaults on a free
@@ -20,53 +17,15 @@ import (
 // dispatch.policy.
 func startGateway(t *testing.T, policy ...string) *gateway.Gateway {
 	t.Helper()
-	cfg, err := config.Parse(config.DefaultYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Loops = 1
+	cfg := gatewaytest.Defaults(t)
 	if len(policy) > 0 {
 		cfg.Dispatch.Policy = policy[0]
 	}
-	g, err := gateway.New(cfg, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		g.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return g
+	return gatewaytest.Start(t, cfg)
 }
 
-// syncBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer a running command writes while the test reads it.
+type syncBuffer = gatewaytest.Buffer
 
 // cli runs one edgemux command line in-process, as main does.
 func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

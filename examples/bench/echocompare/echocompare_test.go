@@ -1,0 +1,116 @@
+package main
+
+// The smoke test: every server of the comparison, in this process, answers
+// the load generator's requests of every size, closed and open loop, with
+// the echo it expects (the generator checks every answer's type and
+// length), and the report renders edgemux's ratio row. No figure is
+// asserted: the machine is shared.
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/gateway"
+)
+
+// freeAddr is a loopback address with a port free a moment ago (gnet and
+// nbio want a concrete port to listen on).
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startPeer runs one of the peers until the test ends.
+func startPeer(t *testing.T, kind string) string {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	serve := map[string]func(context.Context, string, func(net.Addr)) error{
+		"gonet": serveGoNet, "gnet": serveGnet, "nbio": serveNbio,
+	}[kind]
+	go func() { done <- serve(ctx, addr, func(net.Addr) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("%s: %v", kind, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not start", kind)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	return addr
+}
+
+// startEdgemux runs the gateway with the comparison's own config.
+func startEdgemux(t *testing.T) string {
+	cfg, err := config.Load("edgemux.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	g, err := gateway.New(cfg, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(context.Background()) }()
+	select {
+	case <-g.Ready():
+	case err := <-done:
+		t.Fatalf("edgemux: %v", err)
+	}
+	t.Cleanup(func() { g.Close(); <-done })
+	return g.Addr().String()
+}
+
+func TestEveryServerEchoes(t *testing.T) {
+	var rows []result
+	for _, name := range []string{"edgemux", "gonet", "gnet", "nbio"} {
+		t.Run(name, func(t *testing.T) {
+			var addr string
+			if name == "edgemux" {
+				addr = startEdgemux(t)
+			} else {
+				addr = startPeer(t, name)
+			}
+			c := loadConfig{addr: addr, server: name, pin: "default", mode: "connect", pid: os.Getpid(),
+				active: 4, sources: 4, warmup: 50 * time.Millisecond, duration: 300 * time.Millisecond}
+			r, err := runLoad(c)
+			if err != nil || r.Errors != 0 || r.Requests == 0 {
+				t.Fatalf("connect: %d cycles, %d errors, %v", r.Requests, r.Errors, err)
+			}
+			rows = append(rows, r)
+			for _, mode := range []string{"closed", "open"} {
+				for _, size := range []int{20, 64, 1024} {
+					c := loadConfig{addr: addr, server: name, pin: "default", mode: mode,
+						pid: os.Getpid(), conns: 40, active: 10, size: size, sources: 4, rate: 2000,
+						warmup: 50 * time.Millisecond, duration: 300 * time.Millisecond}
+					r, err := runLoad(c)
+					if err != nil {
+						t.Fatalf("%s %d B: %v", mode, size, err)
+					}
+					if r.Errors != 0 || r.DialFailed != 0 || r.Requests == 0 {
+						t.Fatalf("%s %d B: %d requests, %d errors, %d failed dials", mode, size, r.Requests, r.Errors, r.DialFailed)
+					}
+					rows = append(rows, r)
+				}
+			}
+		})
+	}
+	report := renderReport(rows)
+	for _, want := range []string{"edgemux / best peer", "| 40/10 | 1024 | nbio |", "server default, open loop"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	t.Log(report)
+}

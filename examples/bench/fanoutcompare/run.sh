@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# run.sh: one publisher's fan-out to SUBS subscribers, edgemux's private
+# protocol against mosquitto (MQTT 3.1.1, QoS 0), driven by the same
+# client loop (fanout, this module). For each server: start it as its own
+# process on a free loopback port with a config of this script's own, run
+# fanout against it, and read the server's peak RSS (VmHWM), RSS and CPU
+# from /proc. Prints one table; raw lines stay in the work folder it names.
+#
+#   examples/bench/fanoutcompare/run.sh                  # edgemux and mosquitto
+#   SERVERS=edgemux SUBS=200 DURATION=3s ./run.sh        # smaller
+#
+# Environment: SERVERS ("edgemux mosquitto"), SUBS (1000), DURATION (10s),
+# SIZE (32), RATE (0 = as fast as the publisher's socket takes them),
+# MOSQUITTO (/usr/sbin/mosquitto; Debian's package).
+
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+SERVERS=${SERVERS:-edgemux mosquitto}
+SUBS=${SUBS:-1000}
+DURATION=${DURATION:-10s}
+SIZE=${SIZE:-32}
+RATE=${RATE:-0}
+MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
+work=$(mktemp -d /tmp/fanoutcompare.XXXXXX)
+pids=()
+
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+log() { echo "== $*" >&2; }
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+wait_port() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.2
+	done
+	return 1
+}
+
+status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+syscw() { awk '$1 == "syscw:" { print $2 }' "/proc/$1/io"; }
+cpu_seconds() { awk -v tck="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / tck }' "/proc/$1/stat"; }
+
+log "building into $work"
+(cd "$here" && go build -o "$work/fanout" .)
+(cd "$root" && go build -o "$work/edgemux" ./gateway/cmd/edgemux)
+
+# start NAME PORT: start the server, print its pid.
+start() {
+	case $1 in
+	edgemux)
+		cat >"$work/edgemux.yaml" <<YAML
+listen: 127.0.0.1:$2
+limits:
+  max_conns: 4096
+  max_conns_per_ip: 4096
+  max_sniffing: 4096
+  max_sniffing_per_ip: 4096
+private:
+  hello_within: 60s
+udp:
+  enabled: false
+log:
+  level: warn
+YAML
+		"$work/edgemux" run -c "$work/edgemux.yaml" >"$work/edgemux.log" 2>&1 &
+		echo $! ;;
+	mosquitto)
+		cat >"$work/mosquitto.conf" <<CONF
+listener $2 127.0.0.1
+allow_anonymous true
+persistence false
+log_dest stdout
+max_connections -1
+CONF
+		"$MOSQUITTO" -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
+		echo $! ;;
+	*) log "unknown server $1"; return 1 ;;
+	esac
+}
+
+declare -A row
+for name in $SERVERS; do
+	port=$(free_port)
+	pid=$(start "$name" "$port")
+	pids+=("$pid")
+	if ! wait_port "$port"; then
+		log "$name did not listen on $port (see $work/$name.log)"; continue
+	fi
+	proto=private
+	[ "$name" = mosquitto ] && proto=mqtt
+	base=$(status_kib "$pid" VmRSS)
+	cpu0=$(cpu_seconds "$pid")
+	w0=$(syscw "$pid")
+	log "$name (pid $pid, port $port): $SUBS subscribers, $DURATION of publishing"
+	if ! "$work/fanout" -proto "$proto" -addr "127.0.0.1:$port" -subs "$SUBS" -duration "$DURATION" \
+		-size "$SIZE" -rate "$RATE" >"$work/$name.out" 2>&1; then
+		log "$name: fanout failed: $(tail -1 "$work/$name.out")"
+	fi
+	result=$(grep '^result' "$work/$name.out" || true)
+	row[$name]="$result peak_rss_kib=$(status_kib "$pid" VmHWM) rss_kib=$(status_kib "$pid" VmRSS) base_rss_kib=$base cpu_s=$(echo "$(cpu_seconds "$pid") - $cpu0" | bc) write_calls=$(($(syscw "$pid") - w0))"
+	echo "$name ${row[$name]}" >>"$work/results.txt"
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+done
+
+field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+echo
+echo "Fan-out, 1 publisher to $SUBS subscribers, ${SIZE}-byte payloads, $DURATION; $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '  %-28s' ""; for name in $SERVERS; do printf '%14s' "$name"; done; echo
+for k in peak_rss_kib base_rss_kib rss_kib deliv_per_s pub_per_s delivered delivered_after_drain offered cpu_s write_calls; do
+	printf '  %-28s' "$k"
+	for name in $SERVERS; do printf '%14s' "$(field "${row[$name]:-}" "$k")"; done
+	echo
+done
+echo "== raw results in $work/results.txt"

@@ -1,0 +1,18 @@
+//go:build !benchslow
+
+package gateway
+
+import (
+	"time"
+
+	"github.com/edgemux/edgemux/sniff"
+)
+
+// benchSlowBuild is false in every build but a benchmark one (benchslow.go):
+// the worker's slow-handler branch is compiled out.
+const benchSlowBuild = false
+
+var benchSlow struct {
+	proto sniff.Proto
+	delay time.Duration
+}

@@ -1,0 +1,98 @@
+package private
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// One publish to three subscribers is encoded once: the three get the
+// same, valid PUB frame (CRC checked by frames), Encoded counts 1 and
+// Delivered 3. A retained replay is encoded for its subscriber, flagged.
+// With the sharing taken out of appendDelivery, Encoded counts 3.
+func TestFanOutEncodesOnce(t *testing.T) {
+	b := newBus(bus.Options{})
+	h := New(config.Private{}, b, nil)
+	var subs []*testSession
+	for range 3 {
+		ts := openSession(t, h)
+		ts.hello()
+		if err := ts.feed(subFrame(TypeSub, 0, "plant/#")); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, ts)
+	}
+	if err := b.Publish("plant/1/temp", []byte("21.5"), "modbus"); err != nil {
+		t.Fatal(err)
+	}
+	var first []byte
+	for i, ts := range subs {
+		if err := ts.sess.(protocols.Notified).Notified(); err != nil {
+			t.Fatal(err)
+		}
+		raw := bytes.Clone(ts.conn.out.Bytes())
+		fs := ts.conn.frames(t)
+		p, err := DecodePub(fs[0].Payload)
+		if len(fs) != 1 || err != nil || string(p.Topic) != "plant/1/temp" || string(p.Data) != "21.5" || p.Flags != 0 {
+			t.Fatalf("subscriber %d got %v: %+v, %v", i, types(fs), p, err)
+		}
+		if i == 0 {
+			first = raw
+		} else if !bytes.Equal(raw, first) {
+			t.Fatalf("subscriber %d got other bytes than subscriber 0", i)
+		}
+	}
+	if st := h.Stats(); st.Encoded != 1 || st.Delivered != 3 {
+		t.Fatalf("encoded %d, delivered %d; want 1 and 3", st.Encoded, st.Delivered)
+	}
+	late := openSession(t, h)
+	late.hello()
+	if err := late.feed(subFrame(TypeSub, 0, "plant/#")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := late.deliveries()
+	if err != nil || len(got) != 1 || got[0].Flags&PubRetained == 0 {
+		t.Fatalf("retained replay: %+v, %v", got, err)
+	}
+	if st := h.Stats(); st.Encoded != 2 || st.Delivered != 4 {
+		t.Fatalf("after the replay: encoded %d, delivered %d; want 2 and 4", st.Encoded, st.Delivered)
+	}
+}
+
+// BenchmarkFanOut delivers each publish to n sessions, as a worker does
+// after one publish: ns and allocations per delivery.
+func BenchmarkFanOut(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			bb := newBus(bus.Options{MaxSubscribers: n})
+			h := New(config.Private{}, bb, nil)
+			conns := make([]*fakeConn, n)
+			sess := make([]protocols.Notified, n)
+			for i := range n {
+				conns[i] = &fakeConn{}
+				s, _ := h.Open(conns[i])
+				if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, "plant/#")...)); err != nil {
+					b.Fatal(err)
+				}
+				sess[i] = s.(protocols.Notified)
+				conns[i].out.Reset()
+			}
+			payload := bytes.Repeat([]byte("x"), 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bb.Publish("plant/1/temp", payload, "modbus")
+				for i, s := range sess {
+					if err := s.Notified(); err != nil {
+						b.Fatal(err)
+					}
+					conns[i].out.Reset()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}
