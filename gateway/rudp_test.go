@@ -321,6 +321,12 @@ func TestRUDPSpoofedFloodLeavesNoState(t *testing.T) {
 		st := g.rudp.Stats().Endpoints
 		return st.Retries+st.RetriesDropped > 10000 && st.UnknownSessions+st.Malformed > 10000
 	})
+	// The endpoints' counts are published by their workers between
+	// batches, so under load they may trail the device's session: wait
+	// for it. Opened only grows, so a flood that opened a session fails.
+	eventually(t, "the endpoints to hold the device's session", func() bool {
+		return g.rudp.Stats().Endpoints.Sessions >= 1
+	})
 	ss, hs := g.streams.Stats(), g.rudp.Stats()
 	if ss.Opened != 1 || ss.Open != 1 || hs.Endpoints.Sessions != 1 {
 		t.Errorf("sessions: opened %d, open %d, endpoints hold %d; want the device's one", ss.Opened, ss.Open, hs.Endpoints.Sessions)
