@@ -41,6 +41,7 @@ var parsePolicyTests = []struct {
 	{"roundrobin", RoundRobin, nil},
 	{" RoundRobin\t", RoundRobin, nil},
 	{"inline", Inline, nil},
+	{"LeastConns", LeastConns, nil},
 	{"round-robin", Entropy, ErrPolicy},
 	{"random", Entropy, ErrPolicy},
 	{"inline2", Entropy, ErrPolicy},
@@ -328,12 +329,13 @@ func TestDispatcherConcurrent(t *testing.T) {
 }
 
 func TestDispatcherAllocs(t *testing.T) {
-	for _, p := range []Policy{Entropy, RoundRobin, Inline} {
+	for _, p := range []Policy{Entropy, RoundRobin, Inline, LeastConns} {
 		d := mustDispatcher(t, p, pool(8, protoModbus), 0)
 		allocs := testing.AllocsPerRun(1000, func() {
-			w := d.Pick(protoModbus, PatternBursty)
+			w := d.PickWeighted(protoModbus, PatternBursty, 7)
 			d.Observe(max(w, 0), protoModbus, PatternBursty)
-			d.Release(w)
+			d.Reweigh(w, 7, 9)
+			d.ReleaseWeighted(w, 9)
 			_ = d.Bitmap(0)
 		})
 		if allocs != 0 {
@@ -366,10 +368,11 @@ func FuzzDispatcher(f *testing.F) {
 			case 1:
 				d.Observe(worker, proto, pattern)
 			case 2:
-				d.Release(worker)
+				d.ReleaseWeighted(worker, uint32(op))
+				d.Reweigh(worker, uint32(op>>4), uint32(op&0xf))
 			}
 			for w := range ws {
-				if d.Load(w) < 0 {
+				if d.Load(w) < 0 || d.Work(w) < 0 {
 					t.Fatalf("worker %d load %d", w, d.Load(w))
 				}
 			}
@@ -380,7 +383,7 @@ func FuzzDispatcher(f *testing.F) {
 // BenchmarkPick measures Pick (plus the Release that keeps loads steady)
 // per policy and pool size, with workers whose mixes differ.
 func BenchmarkPick(b *testing.B) {
-	for _, p := range []Policy{Inline, RoundRobin, Entropy} {
+	for _, p := range []Policy{Inline, RoundRobin, LeastConns, Entropy} {
 		for _, n := range []int{2, 8, 32} {
 			b.Run(fmt.Sprintf("%v/workers=%d", p, n), func(b *testing.B) {
 				d := mustDispatcher(b, p, pool(n, protoModbus), 0)
@@ -392,8 +395,8 @@ func BenchmarkPick(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
-					w := d.Pick(protoModbus, Pattern(i&3))
-					d.Release(w)
+					w := d.PickWeighted(protoModbus, Pattern(i&3), uint32(i&15))
+					d.ReleaseWeighted(w, uint32(i&15))
 				}
 			})
 		}
