@@ -116,29 +116,35 @@ func BenchmarkStageSniff(b *testing.B) {
 }
 
 // BenchmarkStageRoute is what the pool's dispatcher costs: once per
-// connection the loop's pool.pick (in handOff) and the worker's
-// pool.release (at close); on every event the worker's pool.observe (in
-// handle), which learns the connection's pattern from its slot.
+// connection the loop's pool.pick (in handOff, with its history lookup)
+// and the worker's pool.release (at close, recording the history); on
+// every event the worker's pool.learn (in handle), which updates the
+// connection's profile and the worker's class bitmap.
 func BenchmarkStageRoute(b *testing.B) {
 	p := stagePool(b)
+	c := routeStageConn()
 	b.Run("pick+release", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w := p.pick(sniff.Private)
+			w, _ := p.pick(sniff.Private, c.peer.Addr())
 			if w < 0 {
 				b.Fatal("no worker")
 			}
-			p.release(w)
+			p.release(w, c)
 		}
 	})
 	b.Run("observe", func(b *testing.B) {
-		reg, gen := stageRegistry(b)
-		s := reg.Lookup(stageFD, gen)
 		b.ReportAllocs()
-		for b.Loop() {
-			p.observe(0, s)
+		for i := uint32(0); b.Loop(); i++ {
+			p.learn(0, c, i, i*20)
 		}
 	})
+}
+
+// routeStageConn is a connection as the route stage sees it: a peer and a
+// protocol, and a profile that learns.
+func routeStageConn() *conn {
+	return &conn{proto: sniff.Private, peer: netip.MustParseAddrPort("192.0.2.7:40000")}
 }
 
 // stageBatch is how many events the enqueue benchmark's stand-in loop
@@ -327,9 +333,9 @@ func TestStageFixtures(t *testing.T) {
 	p := stagePool(t)
 	seen := map[int]bool{}
 	for range 8 {
-		w := p.pick(sniff.Private)
+		w, _ := p.pick(sniff.Private, netip.Addr{})
 		seen[w] = true
-		p.release(w)
+		p.release(w, &conn{proto: sniff.Private})
 	}
 	if len(seen) != 4 {
 		t.Errorf("entropy spread idle picks over %d workers, want 4", len(seen))
@@ -394,8 +400,10 @@ func testStageWake(t *testing.T, sleeper func(testing.TB) route.Sleeper) {
 // enqueue case covers the loop's deliver and the worker's take and read.
 func TestStagesDoNotAllocate(t *testing.T) {
 	reg, gen := stageRegistry(t)
-	s := reg.Lookup(stageFD, gen)
+	_ = reg.Lookup(stageFD, gen)
 	p := stagePool(t)
+	c := routeStageConn()
+	now := uint32(0)
 	bed := newStageBed(t, stageBatch, nil)
 	stages := []struct {
 		name string
@@ -405,8 +413,8 @@ func TestStagesDoNotAllocate(t *testing.T) {
 		{"sniff/modbus", func() { sniff.Detect(stageSniffInputs[0].bytes) }},
 		{"sniff/http", func() { sniff.Detect(stageSniffInputs[1].bytes) }},
 		{"sniff/private", func() { sniff.Detect(stageSniffInputs[2].bytes) }},
-		{"pick+release", func() { p.release(p.pick(sniff.Private)) }},
-		{"observe", func() { p.observe(0, s) }},
+		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.peer.Addr()); p.release(w, c) }},
+		{"observe", func() { now++; p.learn(0, c, now, now) }},
 		{"enqueue", func() { bed.enqueue(stageBatch); bed.awaitTaken() }},
 	}
 	for _, st := range stages {

@@ -18,6 +18,7 @@ import (
 const (
 	readBufSize      = 64 << 10 // one read buffer per worker, shared by its connections
 	readsPerEvent    = 16       // reads before a busy connection yields to the others
+	sampleEvery      = 64       // events per timed one (a power of two: the modulo is a mask)
 	eventsPerRing    = 256      // events taken from one ring before looking at the next
 	workerTick       = 100 * time.Millisecond
 	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
@@ -51,15 +52,17 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	dg     *dgramWorker // its datagram side; nil unless udp.routes names its pool
-	conns  []*conn      // by fd
-	again  []*conn      // read budget ran out before EAGAIN
-	wheel  *wheel
-	rbuf   []byte
-	ticks  uint64
-	state  atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
-	done   chan struct{}
-	served atomic.Uint64
+	dg      *dgramWorker // its datagram side; nil unless udp.routes names its pool
+	conns   []*conn      // by fd
+	again   []*conn      // read budget ran out before EAGAIN
+	wheel   *wheel
+	rbuf    []byte
+	ticks   uint64
+	state   atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
+	done    chan struct{}
+	served  atomic.Uint64
+	busyNs  atomic.Uint64 // handler time, estimated from the sampled events
+	sampled uint64        // events taken, for choosing the ones to time
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -200,12 +203,12 @@ func (w *worker) handle(id uint64) {
 	// Take clears the queued mark before it takes the bits: an edge that
 	// arrives after it queues the slot again, so nothing that comes during
 	// the read is lost.
-	bits, s := w.g.reg.Take(fd, gen, w.g.nowMs())
+	now := w.g.nowMs()
+	bits, s := w.g.reg.Take(fd, gen, now)
 	if s == nil {
 		return
 	}
 	w.served.Add(1)
-	w.pool.observe(w.local, s)
 	c := w.conns[fd]
 	opened := bits&registry.EvOpen != 0
 	if opened {
@@ -218,12 +221,28 @@ func (w *worker) handle(id uint64) {
 		w.g.reg.CountStale()
 		return
 	}
+	// One event in sampleEvery is timed, read and handler together: two
+	// clock reads per 64 events keep the cost estimate cheap.
+	w.sampled++
+	var t0 time.Time
+	if w.sampled%sampleEvery == 0 {
+		t0 = time.Now()
+	}
 	if bits&registry.EvWrite != 0 {
 		c.flush()
 		w.writable(c)
 	}
 	if bits&(registry.EvRead|registry.EvHup) != 0 && c.live() {
 		w.read(c)
+	}
+	if !t0.IsZero() {
+		ns := uint64(time.Since(t0))
+		c.prof.Sample(ns)
+		w.busyNs.Add(ns * sampleEvery)
+	}
+	// Not after release: its weight has left the dispatcher already.
+	if w.conns[fd] == c {
+		w.pool.learn(w.local, c, now, s.BytesIn())
 	}
 	// A connection handed over during a drain hears the goodbye after
 	// its first input is served: a request already in the socket (a
@@ -241,6 +260,12 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 		reason = 0
 	}
 	c := &conn{w: w, fd: int32(fd), gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
+	// Counted at the weight the loop picked it with (1 when inline).
+	pat, weight := seedOf(bits)
+	if w.local >= 0 {
+		c.prof.Seed(pat, weight)
+		c.weight = weight
+	}
 	w.conns[fd] = c
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {
