@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgemux/edgemux/protocols"
-	"github.com/edgemux/edgemux/route"
 	"github.com/edgemux/edgemux/sniff"
 )
 
@@ -26,8 +25,6 @@ type conn struct {
 	lastActive uint32  // worker tick of the last input
 	idleTicks  uint32  // idle timeout in ticks; 0 = none
 	timerDue   uint32  // worker tick of the session timer, when timerSet
-	weight     uint32  // work its worker is counted for it in the dispatcher
-	prof       route.Profile
 	fd         int32
 	gen        uint32
 	notified   atomic.Uint32
@@ -249,7 +246,7 @@ func (c *conn) release() {
 	c.io = nil
 	w.conns[c.fd] = nil
 	w.g.closeConn(int(c.fd), c.gen)
-	w.pool.release(w.local, c)
+	w.unplace(c)
 	switch {
 	case w.stopping:
 		w.g.drainCut.Add(1)

@@ -225,32 +225,3 @@ func seedOf(bits uint32) (route.Pattern, uint32) {
 	v := bits >> seedShift
 	return route.Pattern(v & 3), max(v>>2, 1)
 }
-
-// learn feeds what the worker just served into c's profile and, when its
-// class or weight changed, into the dispatcher; and marks c's class in
-// the worker's window bitmap. Only the owning worker calls it.
-func (p *pool) learn(local int, c *conn, now, bytesIn uint32) {
-	if local < 0 {
-		return
-	}
-	if c.prof.Event(now, bytesIn) {
-		w := c.prof.Weight()
-		p.disp.Reweigh(local, c.weight, w)
-		c.weight = w
-	}
-	pat := c.prof.Pattern()
-	if pat == route.PatternUnknown {
-		pat = p.pattern
-	}
-	p.disp.Observe(local, p.protoBit(c.proto), pat)
-}
-
-// release uncounts c from its worker and remembers what its source turned
-// out to be, for the source's next connection.
-func (p *pool) release(local int, c *conn) {
-	if local < 0 {
-		return
-	}
-	p.disp.ReleaseWeighted(local, c.weight)
-	p.history.Record(c.peer.Addr(), c.prof.Pattern(), c.prof.Weight())
-}

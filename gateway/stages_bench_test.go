@@ -117,9 +117,9 @@ func BenchmarkStageSniff(b *testing.B) {
 
 // BenchmarkStageRoute is what the pool's dispatcher costs: once per
 // connection the loop's pool.pick (in handOff, with its history lookup)
-// and the worker's pool.release (at close, recording the history); on
-// every event the worker's pool.learn (in handle), which updates the
-// connection's profile and the worker's class bitmap.
+// and the worker's unplace (at close, recording the history); on every
+// event the worker's learn (in handle), which updates the connection's
+// profile and the worker's class bitmap.
 func BenchmarkStageRoute(b *testing.B) {
 	p := stagePool(b)
 	c := routeStageConn()
@@ -130,13 +130,15 @@ func BenchmarkStageRoute(b *testing.B) {
 			if w < 0 {
 				b.Fatal("no worker")
 			}
-			p.release(w, c)
+			p.workers[w].unplace(c)
 		}
 	})
 	b.Run("observe", func(b *testing.B) {
+		reg, gen := stageRegistry(b)
+		s := reg.Lookup(stageFD, gen)
 		b.ReportAllocs()
 		for i := uint32(0); b.Loop(); i++ {
-			p.learn(0, c, i, i*20)
+			p.workers[0].learn(c, s, i)
 		}
 	})
 }
@@ -335,7 +337,7 @@ func TestStageFixtures(t *testing.T) {
 	for range 8 {
 		w, _ := p.pick(sniff.Private, netip.Addr{})
 		seen[w] = true
-		p.release(w, &conn{proto: sniff.Private})
+		p.workers[w].unplace(&conn{proto: sniff.Private})
 	}
 	if len(seen) != 4 {
 		t.Errorf("entropy spread idle picks over %d workers, want 4", len(seen))
@@ -400,7 +402,7 @@ func testStageWake(t *testing.T, sleeper func(testing.TB) route.Sleeper) {
 // enqueue case covers the loop's deliver and the worker's take and read.
 func TestStagesDoNotAllocate(t *testing.T) {
 	reg, gen := stageRegistry(t)
-	_ = reg.Lookup(stageFD, gen)
+	s := reg.Lookup(stageFD, gen)
 	p := stagePool(t)
 	c := routeStageConn()
 	now := uint32(0)
@@ -413,8 +415,8 @@ func TestStagesDoNotAllocate(t *testing.T) {
 		{"sniff/modbus", func() { sniff.Detect(stageSniffInputs[0].bytes) }},
 		{"sniff/http", func() { sniff.Detect(stageSniffInputs[1].bytes) }},
 		{"sniff/private", func() { sniff.Detect(stageSniffInputs[2].bytes) }},
-		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.peer.Addr()); p.release(w, c) }},
-		{"observe", func() { now++; p.learn(0, c, now, now) }},
+		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.peer.Addr()); p.workers[w].unplace(c) }},
+		{"observe", func() { now++; p.workers[0].learn(c, s, now) }},
 		{"enqueue", func() { bed.enqueue(stageBatch); bed.awaitTaken() }},
 	}
 	for _, st := range stages {

@@ -61,8 +61,10 @@ type worker struct {
 	state   atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
 	done    chan struct{}
 	served  atomic.Uint64
-	busyNs  atomic.Uint64 // handler time, estimated from the sampled events
-	sampled uint64        // events taken, for choosing the ones to time
+	busyNs  atomic.Uint64        // handler time, estimated from the sampled events
+	sampled uint64               // events taken, for choosing the ones to time
+	costNs  uint32               // smoothed sampled handler time per event, all its connections
+	places  map[int32]*placement // by fd: what placement learns of a connection
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -80,9 +82,10 @@ const (
 func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w := &worker{
 		g: g, pool: p, idx: idx, local: local,
-		conns: make([]*conn, g.reg.Size()),
-		wheel: newWheel(idleWheelBuckets, 0),
-		done:  make(chan struct{}),
+		conns:  make([]*conn, g.reg.Size()),
+		places: make(map[int32]*placement),
+		wheel:  newWheel(idleWheelBuckets, 0),
+		done:   make(chan struct{}),
 	}
 	w.readyFn = w.ready
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
@@ -237,12 +240,11 @@ func (w *worker) handle(id uint64) {
 	}
 	if !t0.IsZero() {
 		ns := uint64(time.Since(t0))
-		c.prof.Sample(ns)
-		w.busyNs.Add(ns * sampleEvery)
+		w.sample(c, ns)
 	}
 	// Not after release: its weight has left the dispatcher already.
 	if w.conns[fd] == c {
-		w.pool.learn(w.local, c, now, s.BytesIn())
+		w.learn(c, s, now)
 	}
 	// A connection handed over during a drain hears the goodbye after
 	// its first input is served: a request already in the socket (a
@@ -260,12 +262,7 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 		reason = 0
 	}
 	c := &conn{w: w, fd: int32(fd), gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
-	// Counted at the weight the loop picked it with (1 when inline).
-	pat, weight := seedOf(bits)
-	if w.local >= 0 {
-		c.prof.Seed(pat, weight)
-		c.weight = weight
-	}
+	w.seed(c, bits)
 	w.conns[fd] = c
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {

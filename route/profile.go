@@ -24,6 +24,7 @@ type Profile struct {
 	prevMs      uint32 // length of the previous rate epoch, ms
 	bytesStart  uint32 // bytes read when the window opened
 	costNs      uint32 // sampled handler time per event, smoothed; 0 = none
+	samples     uint32 // samples in costNs, up to ProfileMinSamples
 	bytesPerEv  uint32 // mean bytes per event of the last full window
 	weight      uint32 // work the dispatcher counts; see Weight
 	n           uint16 // events in the current window
@@ -61,6 +62,10 @@ const (
 	WorkUnitUs = 1000
 	// MaxWeight bounds one connection's weight (65 cores' worth).
 	MaxWeight = 1 << 16
+	// ProfileMinSamples: a connection's own handler time is trusted from
+	// this many samples on; before, the worker's average for all its
+	// connections stands in (a few samples of one connection are noise).
+	ProfileMinSamples = 8
 )
 
 // Pattern is the connection's traffic pattern as learned so far.
@@ -90,18 +95,30 @@ func (p *Profile) Seed(pattern Pattern, weight uint32) {
 // Sample records one timed event's handler time. The caller times a
 // fraction of the events (say 1 in 64) to keep the clock reads cheap.
 func (p *Profile) Sample(ns uint64) {
+	p.costNs = SmoothCost(p.costNs, ns)
+	p.samples = min(p.samples+1, ProfileMinSamples)
+}
+
+// SmoothCost folds one sampled handler time into a smoothed one (0: none
+// yet): an average weighing the new sample 1/8, with the sample capped at
+// four times the average so that one event that lost its core to another
+// process (preempted mid-handler) does not swing the estimate.
+func SmoothCost(avg uint32, ns uint64) uint32 {
 	ns = min(ns, 1<<31)
-	if p.costNs == 0 {
-		p.costNs = uint32(ns)
-		return
+	if avg == 0 {
+		return uint32(ns)
 	}
-	p.costNs = uint32((uint64(p.costNs)*7 + ns) / 8) // EWMA, 1/8 new
+	ns = min(ns, 4*uint64(avg))
+	return uint32((uint64(avg)*7 + ns) / 8)
 }
 
 // Event records one event taken at now (ms) with bytesIn the connection's
-// running byte count (wrapping). It reports whether the pattern or the
-// weight changed, so the owner tells the dispatcher only then.
-func (p *Profile) Event(now, bytesIn uint32) bool {
+// running byte count (wrapping); workerCostNs is the owner's smoothed
+// handler time per event over all its connections (0: none yet), used
+// until the connection has enough samples of its own. It reports whether
+// the pattern or the weight changed, so the owner tells the dispatcher
+// only then.
+func (p *Profile) Event(now, bytesIn, workerCostNs uint32) bool {
 	if !p.seen {
 		p.seen = true
 		p.last, p.epochStart, p.bytesStart = now, now, bytesIn
@@ -120,17 +137,17 @@ func (p *Profile) Event(now, bytesIn uint32) bool {
 		p.epochStart, p.epochEvents = now, 0
 	}
 	if gap >= LongPeriodMs && p.pattern != PatternBursty {
-		return p.set(PatternLongPeriod, p.weigh(now))
+		return p.set(PatternLongPeriod, p.weigh(now, workerCostNs))
 	}
 	if p.n < ProfileWindow {
 		return false
 	}
-	return p.closeWindow(now, bytesIn)
+	return p.closeWindow(now, bytesIn, workerCostNs)
 }
 
 // closeWindow decides the pattern of the window that just filled and
 // starts the next one.
-func (p *Profile) closeWindow(now, bytesIn uint32) bool {
+func (p *Profile) closeWindow(now, bytesIn, workerCostNs uint32) bool {
 	pat := PatternSteady
 	// n events have n-1 gaps; bursty when most of them are dense.
 	if uint32(p.dense)*2 > uint32(p.n-1) {
@@ -143,15 +160,19 @@ func (p *Profile) closeWindow(now, bytesIn uint32) bool {
 	p.bytesPerEv = (bytesIn - p.bytesStart) / uint32(p.n)
 	p.bytesStart = bytesIn
 	p.n, p.dense = 0, 0
-	return p.set(pat, p.weigh(now))
+	return p.set(pat, p.weigh(now, workerCostNs))
 }
 
 // weigh is 1 + rate (events/s, over this and the last epoch) times cost
-// (µs per event), in WorkUnitUs.
-func (p *Profile) weigh(now uint32) uint32 {
+// (µs per event: its own once sampled enough, else the worker's, else
+// DefaultEventCostNs), in WorkUnitUs.
+func (p *Profile) weigh(now, workerCostNs uint32) uint32 {
 	events := uint64(p.prevEvents) + uint64(p.epochEvents)
 	ms := max(uint64(p.prevMs)+uint64(now-p.epochStart), 1)
-	cost := uint64(p.costNs)
+	cost := uint64(workerCostNs)
+	if p.samples >= ProfileMinSamples || cost == 0 {
+		cost = uint64(p.costNs)
+	}
 	if cost == 0 {
 		cost = DefaultEventCostNs
 	}

@@ -9,7 +9,7 @@ func feed(p *Profile, start uint32, bytesPer uint32, gaps ...uint32) uint32 {
 	for _, g := range gaps {
 		now += g
 		bytes += bytesPer
-		p.Event(now, bytes)
+		p.Event(now, bytes, 0)
 	}
 	return now
 }
@@ -108,12 +108,27 @@ func TestProfileWeight(t *testing.T) {
 	if w := p.Weight(); w != 1+16*DefaultEventCostNs/15/WorkUnitUs {
 		t.Errorf("dense weight %d, want %d", w, 1+16*DefaultEventCostNs/15/WorkUnitUs)
 	}
-	// Sampled cost replaces the default: 1 µs per event.
+	// Sampled cost replaces the default once there are enough samples:
+	// 1 µs per event.
 	var q Profile
-	q.Sample(1000)
+	for range ProfileMinSamples {
+		q.Sample(1000)
+	}
 	feed(&q, 0, 1, repeat(1, ProfileWindow)...)
 	if w := q.Weight(); w != 2 {
 		t.Errorf("cheap dense weight %d, want 2", w)
+	}
+	// Before that the worker's average stands in: 2 µs, over a single
+	// sample of 1 ms.
+	var u Profile
+	u.Sample(1_000_000)
+	now := uint32(0)
+	for range ProfileWindow {
+		now++
+		u.Event(now, now, 2000)
+	}
+	if w := u.Weight(); w != 1+16*2000/15/WorkUnitUs {
+		t.Errorf("weight with one own sample %d, want the worker's cost's %d", w, 1+16*2000/15/WorkUnitUs)
 	}
 	// One event a second weighs the minimum.
 	var r Profile
@@ -129,6 +144,11 @@ func TestProfileSampleSmooths(t *testing.T) {
 	p.Sample(1600)
 	if got := p.CostNs(); got != 900 {
 		t.Fatalf("cost %d, want 900 (7/8 old + 1/8 new)", got)
+	}
+	// A preempted event counts as at most four times the average.
+	p.Sample(1_000_000)
+	if got := p.CostNs(); got != (900*7+3600)/8 {
+		t.Fatalf("cost after an outlier %d, want %d", got, (900*7+3600)/8)
 	}
 }
 
@@ -147,7 +167,7 @@ func TestProfileSeed(t *testing.T) {
 func TestProfileEventAllocs(t *testing.T) {
 	var p Profile
 	now := uint32(0)
-	if n := testing.AllocsPerRun(1000, func() { now++; p.Event(now, now) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { now++; p.Event(now, now, 0) }); n != 0 {
 		t.Fatalf("Event allocates %v", n)
 	}
 }
