@@ -26,10 +26,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,6 +39,20 @@ import (
 )
 
 var verbose bool
+
+// gateway is the running edgemux, ended with us on SIGTERM or SIGINT.
+var gateway atomic.Pointer[os.Process]
+
+func stopGatewayOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
+	if p := gateway.Load(); p != nil {
+		p.Signal(syscall.SIGTERM)
+		p.Wait()
+	}
+	os.Exit(143)
+}
 
 type options struct {
 	edgemux   string
@@ -78,6 +94,7 @@ func main() {
 		o.steady = o.bursty * (o.workers - 1)
 	}
 	o.policies = strings.Split(policies, ",")
+	go stopGatewayOnSignal()
 	fmt.Printf("placement: workers=%d bursty=%d steady=%d train=%d pause=%s interval=%s warm=%s duration=%s\n",
 		o.workers, o.bursty, o.steady, o.train, o.pause, o.interval, o.warm, o.duration)
 	fmt.Printf("%-11s %8s %14s %8s %14s %9s %9s %9s %8s\n", "policy", "busy_max/min", "busy_share_%", "ev_max/min", "ev_share_%", "p50_ms", "p99_ms", "p999_ms", "pings")
@@ -127,6 +144,7 @@ func runPolicy(o options, policy string) (result, error) {
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
+	gateway.Store(cmd.Process)
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
