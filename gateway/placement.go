@@ -31,6 +31,9 @@ func (w *worker) seed(c *conn, bits uint32) {
 	if w.local < 0 {
 		return
 	}
+	// A placement left by an fd's earlier connection (one that ended
+	// without release, as at a worker's stop) must not be counted again.
+	delete(w.places, c.fd)
 	pat, weight := seedOf(bits)
 	if pat == route.PatternUnknown && weight <= 1 {
 		return

@@ -97,3 +97,25 @@ func TestHistoryPlacesReconnect(t *testing.T) {
 		t.Errorf("the heavy device's worker counts work %d, want at least its remembered weight %d", got, weight)
 	}
 }
+
+// The seed rides in the EvOpen event's bits 16..31 without touching the
+// event bits or the quarantine reason below them.
+func TestSeedBits(t *testing.T) {
+	for _, tt := range []struct {
+		pat        route.Pattern
+		weight     uint32
+		wantWeight uint32
+	}{
+		{route.PatternUnknown, 1, 1},
+		{route.PatternBursty, 250, 250},
+		{route.PatternLongPeriod, 0, 1},
+		{route.PatternSteady, 1 << 20, maxSeedWeight},
+	} {
+		low := uint32(0xffff) // every event bit and reason
+		bits := low | seedBits(tt.pat, tt.weight)
+		pat, w := seedOf(bits)
+		if pat != tt.pat || w != tt.wantWeight || bits&0xffff != low {
+			t.Errorf("seed %v/%d read back as %v/%d, low bits %#x", tt.pat, tt.weight, pat, w, bits&0xffff)
+		}
+	}
+}
