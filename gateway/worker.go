@@ -52,15 +52,17 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	dg      *dgramWorker // its datagram side; nil unless udp.routes names its pool
-	conns   []*conn      // by fd
-	again   []*conn      // read budget ran out before EAGAIN
-	wheel   *wheel
-	rbuf    []byte
-	ticks   uint64
-	state   atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
-	done    chan struct{}
-	served  atomic.Uint64
+	dg     *dgramWorker // its datagram side; nil unless udp.routes names its pool
+	conns  []*conn      // by fd
+	again  []*conn      // read budget ran out before EAGAIN
+	wheel  *wheel
+	rbuf   []byte
+	ticks  uint64
+	state  atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
+	done   chan struct{}
+	served atomic.Uint64
+
+	// Placement (placement.go): what the worker learns for the dispatcher.
 	busyNs  atomic.Uint64        // handler time, estimated from the sampled events
 	sampled uint64               // events taken, for choosing the ones to time
 	costNs  uint32               // smoothed sampled handler time per event, all its connections
@@ -82,11 +84,11 @@ const (
 func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w := &worker{
 		g: g, pool: p, idx: idx, local: local,
-		conns:  make([]*conn, g.reg.Size()),
-		places: make(map[int32]*placement),
-		wheel:  newWheel(idleWheelBuckets, 0),
-		done:   make(chan struct{}),
+		conns: make([]*conn, g.reg.Size()),
+		wheel: newWheel(idleWheelBuckets, 0),
+		done:  make(chan struct{}),
 	}
+	w.places = make(map[int32]*placement)
 	w.readyFn = w.ready
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
 	w.park = pk
