@@ -107,3 +107,27 @@ func stacked(perWorker []int) int {
 	}
 	return m
 }
+
+// In a mixed pool the class includes the protocol, so at equal work each
+// protocol goes to the worker that is not serving it already: the mix per
+// worker balances whatever the rotating start.
+func TestPickMixedPoolBalancesProtocols(t *testing.T) {
+	ws := []WorkerSpec{{Allowed: 1<<protoModbus | 1<<protoCoAP}, {Allowed: 1<<protoModbus | 1<<protoCoAP}}
+	for round := range 4 {
+		d := mustDispatcher(t, Entropy, ws, 0)
+		for range round { // move the rotating start
+			d.ReleaseWeighted(d.PickWeighted(protoModbus, PatternSteady, 1), 1)
+		}
+		d.workers[0].work.Store(5)
+		d.workers[1].work.Store(5)
+		d.workers[0].current.Store(classBit(protoModbus, PatternSteady))
+		d.workers[1].current.Store(classBit(protoCoAP, PatternSteady))
+		if w := d.PickWeighted(protoModbus, PatternSteady, 1); w != 1 {
+			t.Errorf("start %d: Modbus placed on worker %d, which serves Modbus already", round, w)
+		}
+		d.workers[1].work.Store(5)
+		if w := d.PickWeighted(protoCoAP, PatternSteady, 1); w != 0 {
+			t.Errorf("start %d: CoAP placed on worker %d, which serves CoAP already", round, w)
+		}
+	}
+}
