@@ -14,8 +14,9 @@ import (
 // with a history or has spoken placeAfter events. One map lookup per event
 // is tens of nanoseconds against the microseconds of the read it follows.
 type placement struct {
-	prof   route.Profile
-	weight uint32 // what the dispatcher counts for the connection now
+	prof     route.Profile
+	weight   uint32        // what the dispatcher counts for the connection now
+	placedAs route.Pattern // the class it was picked as, for the release
 }
 
 // placeAfter is how many events a connection without history takes
@@ -35,10 +36,10 @@ func (w *worker) seed(c *conn, bits uint32) {
 	// without release, as at a worker's stop) must not be counted again.
 	delete(w.places, c.fd)
 	pat, weight := seedOf(bits)
-	if pat == route.PatternUnknown && weight <= 1 {
-		return
+	if pat == w.pool.pattern && weight <= 1 {
+		return // no history: placed as the pool's hint, as is the default
 	}
-	pl := &placement{weight: weight}
+	pl := &placement{weight: weight, placedAs: pat}
 	pl.prof.Seed(pat, weight)
 	w.places[c.fd] = pl
 }
@@ -53,7 +54,7 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 	p := w.pool
 	pl := w.places[c.fd]
 	if pl == nil && s.Events() >= placeAfter {
-		pl = &placement{weight: 1}
+		pl = &placement{weight: 1, placedAs: p.pattern}
 		w.places[c.fd] = pl
 	}
 	pat := route.PatternUnknown
@@ -87,11 +88,12 @@ func (w *worker) unplace(c *conn) {
 	if w.local < 0 {
 		return
 	}
-	weight := uint32(1)
+	p := w.pool
+	weight, placedAs := uint32(1), p.pattern
 	if pl := w.places[c.fd]; pl != nil {
-		weight = pl.weight
-		w.pool.history.Record(c.peer.Addr(), pl.prof.Pattern(), pl.prof.Weight())
+		weight, placedAs = pl.weight, pl.placedAs
+		p.history.Record(c.peer.Addr(), pl.prof.Pattern(), pl.prof.Weight())
 		delete(w.places, c.fd)
 	}
-	w.pool.disp.ReleaseWeighted(w.local, weight)
+	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)
 }

@@ -50,12 +50,12 @@ func workerOf(t *testing.T, g *Gateway, from string) int {
 	return -1
 }
 
-// TestHistoryPlacesReconnect: a device that was bursty and heavy last
-// time is placed by its history when it redials, so the two quiet devices
-// that connect after it share the other worker instead of one of them
-// landing with it, as the rotation alone would have it. Fails before the
-// history table: the heavy device's reconnect weighed 1, and the third
-// connection went back to its worker.
+// TestHistoryPlacesReconnect: two devices that were bursty last time
+// are placed by their history when they redial, with a quiet device
+// connecting between them: the second heavy one goes to the worker the
+// first is not on. Fails before the history table: both reconnects are
+// unknowns of weight 1, the quiet one between them makes the two workers
+// equal, and the rotation puts the second heavy device with the first.
 func TestHistoryPlacesReconnect(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Dispatch.Policy = "entropy"
@@ -64,37 +64,37 @@ func TestHistoryPlacesReconnect(t *testing.T) {
 	cfg.Pools["private"] = pc
 	g := startGateway(t, cfg, Options{})
 	p := g.byPool["private"]
-	const heavy, quiet1, quiet2 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+	const heavy1, heavy2, quiet = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 
-	// First visit: back-to-back pings, a window's worth several times.
-	c := placementClient(t, g, heavy)
-	ping(t, c, 20*route.ProfileWindow)
-	c.Close()
-	heavyAddr := netip.MustParseAddr(heavy)
-	var pat route.Pattern
-	var weight uint32
-	eventually(t, "the heavy device's class recorded at close", func() bool {
-		var ok bool
-		pat, weight, ok = p.history.Lookup(heavyAddr)
-		return ok
-	})
-	if pat != route.PatternBursty || weight < 3 {
-		t.Fatalf("history after back-to-back pings: %v weight %d, want bursty weight >= 3", pat, weight)
+	// First visits: back-to-back pings, a window's worth many times.
+	for _, h := range []string{heavy1, heavy2} {
+		c := placementClient(t, g, h)
+		ping(t, c, 20*route.ProfileWindow)
+		c.Close()
+		addr := netip.MustParseAddr(h)
+		var pat route.Pattern
+		var weight uint32
+		eventually(t, "the heavy device's class recorded at close", func() bool {
+			var ok bool
+			pat, weight, ok = p.history.Lookup(addr)
+			return ok
+		})
+		if pat != route.PatternBursty || weight < 2 {
+			t.Fatalf("history of %s after back-to-back pings: %v weight %d, want bursty, weight >= 2", h, pat, weight)
+		}
+		eventually(t, "the first visit released", func() bool { return p.disp.Work(0)+p.disp.Work(1) == 0 })
 	}
-	eventually(t, "the first visit released", func() bool { return p.disp.Work(0)+p.disp.Work(1) == 0 })
 
-	// Second visit, then two quiet devices.
-	c = placementClient(t, g, heavy)
-	ping(t, c, 1)
-	for _, q := range []string{quiet1, quiet2} {
-		ping(t, placementClient(t, g, q), 1)
+	// Second visits, a quiet device between the heavy ones.
+	for _, from := range []string{heavy1, quiet, heavy2} {
+		ping(t, placementClient(t, g, from), 1)
 	}
-	hw, w1, w2 := workerOf(t, g, heavy), workerOf(t, g, quiet1), workerOf(t, g, quiet2)
-	if w1 == hw || w2 == hw {
-		t.Errorf("heavy device on worker %d, quiet ones on %d and %d: want both quiet ones off the heavy one's worker", hw, w1, w2)
+	h1, h2 := workerOf(t, g, heavy1), workerOf(t, g, heavy2)
+	if h1 == h2 {
+		t.Errorf("both heavy devices on worker %d (quiet one on %d)", h1, workerOf(t, g, quiet))
 	}
-	if got := p.disp.Work(hw - p.workers[0].idx); got < int(weight) {
-		t.Errorf("the heavy device's worker counts work %d, want at least its remembered weight %d", got, weight)
+	if got := p.disp.Work(0) + p.disp.Work(1); got < 5 {
+		t.Errorf("the pool counts work %d for two remembered heavy devices and a quiet one, want at least 5", got)
 	}
 }
 

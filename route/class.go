@@ -58,8 +58,14 @@ func ParsePattern(s string) (Pattern, error) {
 // caller has checked proto < MaxProto; an out-of-range pattern counts as
 // unknown rather than spilling into the next protocol's classes.
 func classBit(proto uint8, pattern Pattern) uint64 {
+	return 1 << classIndex(proto, pattern)
+}
+
+// classIndex is the number of traffic class proto*4 + pattern, 0..63, on
+// the same terms as classBit.
+func classIndex(proto uint8, pattern Pattern) uint {
 	if pattern >= numPatterns {
 		pattern = PatternUnknown
 	}
-	return 1 << (uint(proto)*uint(numPatterns) + uint(pattern))
+	return uint(proto)*uint(numPatterns) + uint(pattern)
 }

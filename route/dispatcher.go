@@ -49,6 +49,11 @@ const (
 	// DupPenalty is the base cost of a worker that recently served the
 	// class being placed; the popcount term adds 0..63 to it.
 	DupPenalty = 64
+	// ClassWeight is the cost of one live connection placed as the same
+	// class: 64 units of work, so connections of one class spread evenly
+	// over the pool unless the workers' work differs by more than 64 ms of
+	// handler time a second.
+	ClassWeight = 64 * LoadWeight
 	// maxCostLoad keeps load*LoadWeight far from overflow.
 	maxCostLoad = 1 << 40
 )
@@ -106,6 +111,10 @@ type workerState struct {
 	load atomic.Int64 // live connections
 	work atomic.Int64 // the sum of their weights (Profile.Weight)
 	_    [cacheLine - 16]byte
+
+	// live connections by the class they were placed as (written by Pick
+	// and Release only, like load)
+	classes [MaxProto * numPatterns]atomic.Int32
 
 	events atomic.Uint64 // events in this window; written by the worker
 	_      [cacheLine - 8]byte
@@ -180,18 +189,23 @@ func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
 //
 // Under Entropy it returns the eligible worker with the lowest
 //
-//	cost = work*LoadWeight + dup
+//	cost = same*ClassWeight + work*LoadWeight + dup
 //	dup  = 0                                        if class ∉ recent
 //	     = DupPenalty + (64 - popcount(recent))     if class ∈ recent
 //
-// where work is the sum of the weights of the worker's live connections,
-// class = proto*4 + pattern and recent = the worker's classes in its
-// current and previous window. Ties go to the first worker scanned from a
+// where class = proto*4 + pattern, same is the worker's live connections
+// placed as that class, work is the sum of the weights of all its live
+// connections, and recent = the worker's classes in its current and
+// previous window. Ties go to the first worker scanned from a
 // start that rotates on every Pick, so equal workers alternate. Under
 // LeastConns it returns the one with the fewest live connections, from
 // the same rotating start.
 //
-// Why: work is what matters most, so it dominates: a bursty connection
+// Why: same comes first because a weight is an estimate and often a
+// biased one: a device measured while it shared a stacked worker looks
+// lighter than it will be on its own. Devices of one class behave alike, so
+// spreading the class evenly is robust where weights are not; only a
+// difference of more than 64 units of work overrides it. Then work: a bursty connection
 // that costs 20 ms of handler time a second weighs as much as twenty quiet
 // ones, and the next heavy one goes where the work is least, not where
 // the connections are fewest. dup is 64..127, between one and two units'
@@ -224,11 +238,12 @@ func (d *Dispatcher) PickWeighted(proto uint8, pattern Pattern, weight uint32) i
 	case LeastConns:
 		best = d.fewestConns(elig, start)
 	default:
-		best = d.leastCost(elig, start, classBit(proto, pattern))
+		best = d.leastCost(elig, start, proto, pattern)
 	}
 	w := &d.workers[best]
 	w.load.Add(1)
 	w.work.Add(int64(clampWeight(weight)))
+	w.classes[classIndex(proto, pattern)].Add(1)
 	return int(best)
 }
 
@@ -236,7 +251,8 @@ func clampWeight(w uint32) uint32 { return min(max(w, 1), MaxWeight) }
 
 // leastCost scans elig from start, wrapping, and returns the worker with
 // the lowest entropy cost; the first one scanned wins ties.
-func (d *Dispatcher) leastCost(elig []int32, start int, bit uint64) int32 {
+func (d *Dispatcher) leastCost(elig []int32, start int, proto uint8, pattern Pattern) int32 {
+	bit, class := classBit(proto, pattern), classIndex(proto, pattern)
 	best, bestCost := elig[start], ^uint64(0)
 	for i := range elig {
 		j := start + i
@@ -245,6 +261,7 @@ func (d *Dispatcher) leastCost(elig []int32, start int, bit uint64) int32 {
 		}
 		w := &d.workers[elig[j]]
 		c := entropyCost(w.work.Load(), w.current.Load()|w.previous.Load(), bit)
+		c += uint64(min(max(w.classes[class].Load(), 0), 1<<24)) * ClassWeight
 		if c < bestCost {
 			best, bestCost = elig[j], c
 		}
@@ -306,19 +323,32 @@ func (d *Dispatcher) Observe(worker int, proto uint8, pattern Pattern) {
 	w.events.Store(0)
 }
 
-// Release is ReleaseWeighted with weight 1.
-func (d *Dispatcher) Release(worker int) { d.ReleaseWeighted(worker, 1) }
+// Release is ReleaseWeighted of a connection placed as (proto, pattern)
+// with weight 1.
+func (d *Dispatcher) Release(worker int, proto uint8, pattern Pattern) {
+	d.ReleaseWeighted(worker, proto, pattern, 1)
+}
 
-// ReleaseWeighted records that a connection picked for worker is gone,
-// with the weight it was last counted at (picked with, or moved to by
-// Reweigh). Neither count goes below zero, so a stray release is harmless.
-func (d *Dispatcher) ReleaseWeighted(worker int, weight uint32) {
+// ReleaseWeighted records that a connection picked for worker as (proto,
+// pattern) is gone, with the weight it was last counted at (picked with,
+// or moved to by Reweigh). No count goes below zero, so a stray release is
+// harmless.
+func (d *Dispatcher) ReleaseWeighted(worker int, proto uint8, pattern Pattern, weight uint32) {
 	if uint(worker) >= uint(len(d.workers)) {
 		return
 	}
 	w := &d.workers[worker]
 	decrementTo0(&w.load, 1)
 	decrementTo0(&w.work, int64(clampWeight(weight)))
+	if proto < MaxProto {
+		c := &w.classes[classIndex(proto, pattern)]
+		for {
+			n := c.Load()
+			if n <= 0 || c.CompareAndSwap(n, n-1) {
+				break
+			}
+		}
+	}
 }
 
 func decrementTo0(v *atomic.Int64, by int64) {

@@ -19,7 +19,7 @@ func TestPickWeighsWorkNotConnections(t *testing.T) {
 			if w != tt.want {
 				t.Fatalf("%v picked worker %d, want %d", tt.p, w, tt.want)
 			}
-			d.ReleaseWeighted(w, 1)
+			d.ReleaseWeighted(w, protoModbus, PatternSteady, 1)
 		}
 	}
 }
@@ -35,8 +35,8 @@ func TestReweighAndRelease(t *testing.T) {
 	if d.Work(w) != 4 {
 		t.Fatalf("after Reweigh down: work %d, want 4", d.Work(w))
 	}
-	d.ReleaseWeighted(w, 4)
-	d.ReleaseWeighted(w, 4) // stray
+	d.ReleaseWeighted(w, protoModbus, PatternUnknown, 4)
+	d.ReleaseWeighted(w, protoModbus, PatternUnknown, 4) // stray
 	if d.Work(w) != 0 || d.Load(w) != 0 {
 		t.Fatalf("after release: work %d load %d, want 0 0", d.Work(w), d.Load(w))
 	}
@@ -116,7 +116,7 @@ func TestPickMixedPoolBalancesProtocols(t *testing.T) {
 	for round := range 4 {
 		d := mustDispatcher(t, Entropy, ws, 0)
 		for range round { // move the rotating start
-			d.ReleaseWeighted(d.PickWeighted(protoModbus, PatternSteady, 1), 1)
+			d.ReleaseWeighted(d.PickWeighted(protoModbus, PatternSteady, 1), protoModbus, PatternSteady, 1)
 		}
 		d.workers[0].work.Store(5)
 		d.workers[1].work.Store(5)
