@@ -56,10 +56,11 @@ type Sniff struct {
 
 // Dispatch chooses workers for classified connections.
 type Dispatch struct {
-	Policy   string `yaml:"policy"`    // inline | roundrobin | entropy
+	Policy   string `yaml:"policy"`    // inline | roundrobin | entropy | leastconns
 	Window   int    `yaml:"window"`    // events per entropy window
 	RingSize int    `yaml:"ring_size"` // events per SPSC ring, a power of two
 	Spin     int    `yaml:"spin"`      // polls before a worker parks
+	History  int    `yaml:"history"`   // source addresses whose class is remembered; 0 = none
 }
 
 // Pool is a group of workers dedicated to one protocol (or, with Protocols,

@@ -41,6 +41,7 @@ var intRules = [...]intRule{
 	{"dispatch.window", 16, mib, func(c *Config) int { return c.Dispatch.Window }},
 	{"dispatch.spin", 0, 100000, func(c *Config) int { return c.Dispatch.Spin }},
 	{"admin.stage_sample", 0, mib, func(c *Config) int { return c.Admin.StageSample }},
+	{"dispatch.history", 0, 1 << 20, func(c *Config) int { return c.Dispatch.History }},
 	{"private.max_frame", 16, 16 * mib, func(c *Config) int { return c.Private.MaxFrame }},
 	{"private.max_topic", 1, 65535, func(c *Config) int { return c.Private.MaxTopic }},
 	{"private.max_subs", 1, 65536, func(c *Config) int { return c.Private.MaxSubs }},

@@ -65,7 +65,7 @@ const (
 
 // The allowed words of the enumerated fields.
 var (
-	policies   = []string{"inline", "roundrobin", "entropy"}
+	policies   = []string{"inline", "roundrobin", "entropy", "leastconns"}
 	patterns   = []string{"", "bursty", "steady", "long-period"}
 	actions    = []string{"handle", "forward", "admin", "quarantine"}
 	drops      = []string{"oldest", "newest", "disconnect"}

@@ -105,6 +105,8 @@ var validateCases = []struct {
 	{"policy", "dispatch:\n  policy: fifo\n", "dispatch.policy", 2, "inline | roundrobin | entropy"},
 	{"ring not power of two", "dispatch:\n  ring_size: 1000\n", "dispatch.ring_size", 2, "power of two"},
 	{"ring too small", "dispatch:\n  ring_size: 32\n", "dispatch.ring_size", 2, "power of two"},
+	{"history huge", "dispatch:\n  history: 2000000\n", "dispatch.history", 2, "between 0 and 1048576"},
+	{"history negative", "dispatch:\n  history: -1\n", "dispatch.history", 2, "between 0 and 1048576"},
 	{"workers zero", "pools:\n  private:\n    workers: 0\n", "pools.private.workers", 3, "between 1 and 256"},
 	{"pattern", "pools:\n  private:\n    pattern: wavy\n", "pools.private.pattern", 3, "long-period"},
 	{"idle timeout tiny", "pools:\n  private:\n    idle_timeout: 500ms\n", "pools.private.idle_timeout", 3, "0 (never)"},

@@ -246,7 +246,7 @@ func (c *conn) release() {
 	c.io = nil
 	w.conns[c.fd] = nil
 	w.g.closeConn(int(c.fd), c.gen)
-	w.pool.release(w.local)
+	w.unplace(c)
 	switch {
 	case w.stopping:
 		w.g.drainCut.Add(1)

@@ -415,7 +415,7 @@ func sysErr(call string, err error) error {
 
 // handOff gives a classified connection to its worker's ring.
 func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.Proto, reason protocols.Reason, probe bool) {
-	wi := p.pick(pr)
+	wi, seed := p.pick(pr, s.Peer().Addr())
 	global := 0
 	if wi < 0 {
 		global = len(l.rings) + l.inlineIndex(p)
@@ -435,7 +435,7 @@ func (l *loop) handOff(fd int, gen uint32, s *registry.Slot, p *pool, pr sniff.P
 		l.st.mark(stRoute)
 	}
 	l.g.limits.doneSniffing(s.Peer().Addr())
-	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8
+	bits := registry.EvOpen | registry.EvRead | uint32(reasonIndex(reason))<<8 | seed
 	if probe {
 		bits |= registry.EvProbe
 	}

@@ -135,6 +135,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descConns, descStale, descRing, descServed, descQuarantine, descBans, descBus, descBusGauge, descForwards, descSniffing, descWebSocket, descModbus, descPrivate, descMbDevice, descMbRTT, descMbDemoted, descMbPoll, descMbPollLast, descMbConnected, descCoAP} {
 		ch <- d
 	}
+	for _, d := range placementDescs {
+		ch <- d
+	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -164,6 +167,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(w.served.Load()), p.name, strconv.Itoa(i))
 		}
 	}
+	collectPlacement(ch, g)
 	collectBook(ch, g)
 	collectBus(ch, g)
 	collectCounters(ch, descWebSocket, g.ws.Stats().Counters())

@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"time"
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
-	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
 	"github.com/edgemux/edgemux/sniff"
 )
@@ -28,6 +28,7 @@ type pool struct {
 	dgram      [numClasses]protocols.DatagramHandler // by sniff.DatagramClass, from udp.routes
 	workers    []*worker
 	disp       *route.Dispatcher
+	history    *route.History // class per source address; nil = none
 }
 
 func (g *Gateway) buildPools(handlers map[string]protocols.Handler, dgram map[string]protocols.DatagramHandler) error {
@@ -57,6 +58,9 @@ func (g *Gateway) buildPools(handlers map[string]protocols.Handler, dgram map[st
 		}
 		if p.disp, err = route.NewDispatcher(policy, specs, g.cfg.Dispatch.Window); err != nil {
 			return err
+		}
+		if n := g.cfg.Dispatch.History; n > 0 && policy == route.Entropy {
+			p.history = route.NewHistory(n)
 		}
 		for i := range pc.Workers {
 			w := newWorker(g, p, len(g.workers), i, loops)
@@ -190,28 +194,34 @@ func (p *pool) protoBit(pr sniff.Proto) uint8 {
 	return uint8(pr)
 }
 
-// pick chooses a worker of the pool for a new connection; -1 means the
-// loop handles it inline.
-func (p *pool) pick(pr sniff.Proto) int {
-	return p.disp.Pick(p.protoBit(pr), p.pattern)
-}
-
-// observe feeds the entropy dispatcher what the worker just served, with
-// the traffic pattern learnt from the connection's event rate so far.
-func (p *pool) observe(local int, s *registry.Slot) {
-	if local < 0 {
-		return
-	}
-	span := (s.LastActive() - s.OpenedAt()) / 100 // 100 ms ticks
-	pat := route.Classify(s.Events(), span)
-	if pat == route.PatternUnknown {
+// pick chooses a worker of the pool for a new connection from peer; -1
+// means the loop handles it inline. The connection is placed as what its
+// source's last connection ended as, if the pool's history remembers it,
+// and counted at that weight; seed carries the same to the worker (event
+// bits 16..31, see seedBits) so that it counts the connection the same way.
+func (p *pool) pick(pr sniff.Proto, peer netip.Addr) (worker int, seed uint32) {
+	pat, weight, ok := p.history.Lookup(peer)
+	if !ok {
 		pat = p.pattern
 	}
-	p.disp.Observe(local, p.protoBit(sniff.Proto(s.Proto())), pat)
+	weight = min(weight, maxSeedWeight)
+	worker = p.disp.PickWeighted(p.protoBit(pr), pat, weight)
+	return worker, seedBits(pat, weight)
 }
 
-func (p *pool) release(local int) {
-	if local >= 0 {
-		p.disp.Release(local)
-	}
+// The seed's place in the event bits a loop posts with EvOpen: bits 8..15
+// are the quarantine reason, 16..17 the pattern, 18..31 the weight.
+const (
+	seedShift     = 16
+	maxSeedWeight = 1<<14 - 1
+)
+
+func seedBits(pat route.Pattern, weight uint32) uint32 {
+	return (uint32(pat&3) | min(weight, maxSeedWeight)<<2) << seedShift
+}
+
+// seedOf is seedBits read back from an EvOpen event's bits.
+func seedOf(bits uint32) (route.Pattern, uint32) {
+	v := bits >> seedShift
+	return route.Pattern(v & 3), max(v>>2, 1)
 }

@@ -116,29 +116,37 @@ func BenchmarkStageSniff(b *testing.B) {
 }
 
 // BenchmarkStageRoute is what the pool's dispatcher costs: once per
-// connection the loop's pool.pick (in handOff) and the worker's
-// pool.release (at close); on every event the worker's pool.observe (in
-// handle), which learns the connection's pattern from its slot.
+// connection the loop's pool.pick (in handOff, with its history lookup)
+// and the worker's unplace (at close, recording the history); on every
+// event the worker's learn (in handle), which updates the connection's
+// profile and the worker's class bitmap.
 func BenchmarkStageRoute(b *testing.B) {
 	p := stagePool(b)
+	c := routeStageConn()
 	b.Run("pick+release", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w := p.pick(sniff.Private)
+			w, _ := p.pick(sniff.Private, c.peer.Addr())
 			if w < 0 {
 				b.Fatal("no worker")
 			}
-			p.release(w)
+			p.workers[w].unplace(c)
 		}
 	})
 	b.Run("observe", func(b *testing.B) {
 		reg, gen := stageRegistry(b)
 		s := reg.Lookup(stageFD, gen)
 		b.ReportAllocs()
-		for b.Loop() {
-			p.observe(0, s)
+		for i := uint32(0); b.Loop(); i++ {
+			p.workers[0].learn(c, s, i)
 		}
 	})
+}
+
+// routeStageConn is a connection as the route stage sees it: a peer and a
+// protocol, and a profile that learns.
+func routeStageConn() *conn {
+	return &conn{proto: sniff.Private, peer: netip.MustParseAddrPort("192.0.2.7:40000")}
 }
 
 // stageBatch is how many events the enqueue benchmark's stand-in loop
@@ -329,17 +337,12 @@ func TestStageFixtures(t *testing.T) {
 			t.Errorf("%s: Detect = %+v, want match %v", in.name, r, in.want)
 		}
 	}
-	reg, gen := stageRegistry(t)
-	s := reg.Lookup(stageFD, gen)
-	if pat := route.Classify(s.Events(), (s.LastActive()-s.OpenedAt())/100); pat != route.PatternSteady {
-		t.Errorf("the observed slot classifies as %v, want steady", pat)
-	}
 	p := stagePool(t)
 	seen := map[int]bool{}
 	for range 8 {
-		w := p.pick(sniff.Private)
+		w, _ := p.pick(sniff.Private, netip.Addr{})
 		seen[w] = true
-		p.release(w)
+		p.workers[w].unplace(&conn{proto: sniff.Private})
 	}
 	if len(seen) != 4 {
 		t.Errorf("entropy spread idle picks over %d workers, want 4", len(seen))
@@ -406,6 +409,8 @@ func TestStagesDoNotAllocate(t *testing.T) {
 	reg, gen := stageRegistry(t)
 	s := reg.Lookup(stageFD, gen)
 	p := stagePool(t)
+	c := routeStageConn()
+	now := uint32(0)
 	bed := newStageBed(t, stageBatch, nil)
 	stages := []struct {
 		name string
@@ -415,8 +420,8 @@ func TestStagesDoNotAllocate(t *testing.T) {
 		{"sniff/modbus", func() { sniff.Detect(stageSniffInputs[0].bytes) }},
 		{"sniff/http", func() { sniff.Detect(stageSniffInputs[1].bytes) }},
 		{"sniff/private", func() { sniff.Detect(stageSniffInputs[2].bytes) }},
-		{"pick+release", func() { p.release(p.pick(sniff.Private)) }},
-		{"observe", func() { p.observe(0, s) }},
+		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.peer.Addr()); p.workers[w].unplace(c) }},
+		{"observe", func() { now++; p.workers[0].learn(c, s, now) }},
 		{"enqueue", func() { bed.enqueue(stageBatch); bed.awaitTaken() }},
 	}
 	for _, st := range stages {

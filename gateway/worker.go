@@ -18,6 +18,7 @@ import (
 const (
 	readBufSize      = 64 << 10 // one read buffer per worker, shared by its connections
 	readsPerEvent    = 16       // reads before a busy connection yields to the others
+	sampleEvery      = 64       // events per timed one (a power of two: the modulo is a mask)
 	eventsPerRing    = 256      // events taken from one ring before looking at the next
 	workerTick       = 100 * time.Millisecond
 	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
@@ -61,6 +62,12 @@ type worker struct {
 	done   chan struct{}
 	served atomic.Uint64
 
+	// Placement (placement.go): what the worker learns for the dispatcher.
+	busyNs  atomic.Uint64        // handler time, estimated from the sampled events
+	sampled uint64               // events taken, for choosing the ones to time
+	costNs  uint32               // smoothed sampled handler time per event, all its connections
+	places  map[int32]*placement // by fd: what placement learns of a connection
+
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
 	// grace ended (everything closes now).
@@ -84,6 +91,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		wheel: newWheel(idleWheelBuckets, 0),
 		done:  make(chan struct{}),
 	}
+	w.places = make(map[int32]*placement)
 	w.readyFn = w.ready
 	w.st = newStageClock(g)
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
@@ -204,7 +212,8 @@ func (w *worker) handle(id uint64) {
 	// Take clears the queued mark before it takes the bits: an edge that
 	// arrives after it queues the slot again, so nothing that comes during
 	// the read is lost.
-	bits, s := w.g.reg.Take(fd, gen, w.g.nowMs())
+	now := w.g.nowMs()
+	bits, s := w.g.reg.Take(fd, gen, now)
 	if s == nil {
 		return
 	}
@@ -213,7 +222,6 @@ func (w *worker) handle(id uint64) {
 		defer w.endSample()
 	}
 	w.served.Add(1)
-	w.pool.observe(w.local, s)
 	c := w.conns[fd]
 	opened := bits&registry.EvOpen != 0
 	if opened {
@@ -226,6 +234,13 @@ func (w *worker) handle(id uint64) {
 		w.g.reg.CountStale()
 		return
 	}
+	// One event in sampleEvery is timed, read and handler together: two
+	// clock reads per 64 events keep the cost estimate cheap.
+	w.sampled++
+	var t0 time.Time
+	if w.sampled%sampleEvery == 0 {
+		t0 = time.Now()
+	}
 	if bits&registry.EvWrite != 0 {
 		c.flush()
 		w.writable(c)
@@ -234,6 +249,14 @@ func (w *worker) handle(id uint64) {
 		// After a hang-up edge the EOF may sit behind the data: no
 		// later edge would report it, so that read goes on to EOF.
 		w.read(c, bits&registry.EvHup != 0)
+	}
+	if !t0.IsZero() {
+		ns := uint64(time.Since(t0))
+		w.sample(c, ns)
+	}
+	// Not after release: its weight has left the dispatcher already.
+	if w.conns[fd] == c {
+		w.learn(c, s, now)
 	}
 	// A connection handed over during a drain hears the goodbye after
 	// its first input is served: a request already in the socket (a
@@ -251,6 +274,7 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 		reason = 0
 	}
 	c := &conn{w: w, fd: int32(fd), gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
+	w.seed(c, bits)
 	w.conns[fd] = c
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {

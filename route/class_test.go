@@ -5,64 +5,6 @@ import (
 	"testing"
 )
 
-var classifyTests = []struct {
-	events, span uint32
-	want         Pattern
-}{
-	{0, 0, PatternUnknown},
-	{0, 1000, PatternUnknown},
-	{1, 0, PatternUnknown},
-	{3, 5, PatternUnknown},
-	{1, 29, PatternUnknown},      // span too short to call it long-period
-	{1, 30, PatternLongPeriod},   // one event in 30 ticks
-	{2, 60, PatternLongPeriod},   // gap exactly 30
-	{2, 59, PatternUnknown},      // gap just under 30, too few events for a rate
-	{10, 300, PatternLongPeriod}, // a reading every 30 s
-	{10, 299, PatternSteady},     // a bit faster: steady
-	{4, 10, PatternSteady},       // enough events, moderate rate
-	{16, 0, PatternBursty},       // 16 events within one tick
-	{15, 0, PatternSteady},       // dense but too few to call a burst
-	{33, 1, PatternBursty},       // 33 per tick
-	{32, 1, PatternSteady},       // exactly 32 per tick is not over the line
-	{3200, 100, PatternSteady},   // 32/tick for 100 ticks
-	{3201, 100, PatternBursty},   // just over
-	{1 << 31, 1 << 31, PatternSteady},
-	{^uint32(0), 0, PatternBursty}, // no overflow at the extremes
-	{^uint32(0), ^uint32(0), PatternSteady},
-	{1, ^uint32(0), PatternLongPeriod},
-}
-
-func TestClassify(t *testing.T) {
-	for _, tt := range classifyTests {
-		if got := Classify(tt.events, tt.span); got != tt.want {
-			t.Errorf("Classify(%d, %d) = %v, want %v", tt.events, tt.span, got, tt.want)
-		}
-	}
-}
-
-// FuzzClassify checks invariants that hold for any input: a valid
-// pattern, unknown for no events, and long-period only for sparse spans.
-func FuzzClassify(f *testing.F) {
-	for _, tt := range classifyTests {
-		f.Add(tt.events, tt.span)
-	}
-	f.Fuzz(func(t *testing.T, events, span uint32) {
-		p := Classify(events, span)
-		if p >= numPatterns {
-			t.Fatalf("Classify(%d, %d) = %d, not a pattern", events, span, p)
-		}
-		if events == 0 && p != PatternUnknown {
-			t.Fatalf("Classify(0, %d) = %v", span, p)
-		}
-		if p == PatternLongPeriod && uint64(events)*LongPeriodTicks > uint64(span) {
-			t.Fatalf("Classify(%d, %d) = long-period with gap under %d", events, span, LongPeriodTicks)
-		}
-		if p == PatternBursty && uint64(events) <= uint64(span)*BurstEventsPerTick {
-			t.Fatalf("Classify(%d, %d) = bursty at no more than %d per tick", events, span, BurstEventsPerTick)
-		}
-	})
-}
-
 var parsePatternTests = []struct {
 	in   string
 	want Pattern

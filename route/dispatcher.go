@@ -22,6 +22,10 @@ const (
 	// Inline makes Pick return -1: the epoll loop handles the connection
 	// itself (seed 002's baseline, kept for benchmarks).
 	Inline
+	// LeastConns picks the eligible worker with the fewest live
+	// connections, ignoring their work and mix (the usual
+	// least-connections balancer, kept as a baseline for benchmarks).
+	LeastConns
 	numPolicies
 )
 
@@ -39,11 +43,17 @@ const (
 
 // Entropy cost weights; see Dispatcher.Pick for the formula.
 const (
-	// LoadWeight is the cost of one live connection.
+	// LoadWeight is the cost of one unit of work (Profile.Weight): one
+	// connection that does little.
 	LoadWeight = 64
 	// DupPenalty is the base cost of a worker that recently served the
 	// class being placed; the popcount term adds 0..63 to it.
 	DupPenalty = 64
+	// ClassWeight is the cost of one live connection placed as the same
+	// class: 64 units of work, so connections of one class spread evenly
+	// over the pool unless the workers' work differs by more than 64 ms of
+	// handler time a second.
+	ClassWeight = 64 * LoadWeight
 	// maxCostLoad keeps load*LoadWeight far from overflow.
 	maxCostLoad = 1 << 40
 )
@@ -56,7 +66,7 @@ var (
 	ErrAllowed = errors.New("route: allowed mask names a protocol >= 16")
 )
 
-var policyNames = [numPolicies]string{"entropy", "roundrobin", "inline"}
+var policyNames = [numPolicies]string{"entropy", "roundrobin", "inline", "leastconns"}
 
 // String returns the name config files use for p.
 func (p Policy) String() string {
@@ -66,7 +76,7 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// ParsePolicy parses "inline", "roundrobin" or "entropy"; "" is Entropy,
+// ParsePolicy parses "inline", "roundrobin", "leastconns" or "entropy"; "" is Entropy,
 // the default. Case is ignored.
 func ParsePolicy(s string) (Policy, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
@@ -99,7 +109,12 @@ type workerState struct {
 	_        [cacheLine - 24]byte
 
 	load atomic.Int64 // live connections
-	_    [cacheLine - 8]byte
+	work atomic.Int64 // the sum of their weights (Profile.Weight)
+	_    [cacheLine - 16]byte
+
+	// live connections by the class they were placed as (written by Pick
+	// and Release only, like load)
+	classes [MaxProto * numPatterns]atomic.Int32
 
 	events atomic.Uint64 // events in this window; written by the worker
 	_      [cacheLine - 8]byte
@@ -161,35 +176,53 @@ func (d *Dispatcher) Policy() Policy { return d.policy }
 // Workers returns the number of workers.
 func (d *Dispatcher) Workers() int { return len(d.workers) }
 
-// Pick returns the worker for a new connection of protocol proto whose
-// traffic looks like pattern, and counts the connection in that worker's
-// load; it returns -1 under Inline or when no worker takes proto.
+// Pick is PickWeighted with weight 1: a connection nothing is known of.
+func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
+	return d.PickWeighted(proto, pattern, 1)
+}
+
+// PickWeighted returns the worker for a new connection of protocol proto
+// expected to behave like pattern and to weigh weight units of work
+// (Profile.Weight; what its source's history says, or 1), and counts the
+// connection and its weight on that worker; it returns -1 under Inline or
+// when no worker takes proto.
 //
 // Under Entropy it returns the eligible worker with the lowest
 //
-//	cost = load*LoadWeight + dup
+//	cost = same*ClassWeight + work*LoadWeight + dup
 //	dup  = 0                                        if class ∉ recent
 //	     = DupPenalty + (64 - popcount(recent))     if class ∈ recent
 //
-// where class = proto*4 + pattern and recent = the worker's classes in its
-// current and previous window. Ties go to the first worker scanned from a
-// start that rotates on every Pick, so equal workers alternate.
+// where class = proto*4 + pattern, same is the worker's live connections
+// placed as that class, work is the sum of the weights of all its live
+// connections, and recent = the worker's classes in its current and
+// previous window. Ties go to the first worker scanned from a
+// start that rotates on every Pick, so equal workers alternate. Under
+// LeastConns it returns the one with the fewest live connections, from
+// the same rotating start.
 //
-// Why: load is what matters most, so it dominates. dup is 64..127, between
-// one and two connections' worth, so a worker already serving this class
-// loses to one that lacks it and has one more connection, but never to one
-// with two more: the chosen worker's load is at most min+1 among those
-// scanned. Within that slack the class spreads: bursty (or long-period)
-// connections of one protocol land on different workers of the pool
-// instead of piling their bursts (or their simultaneous timeouts) onto one
-// goroutine. The popcount term makes a duplicate cheaper on a worker with
-// a broad recent mix than on one that serves little else: adding a class
-// to a narrow mix concentrates it further (lowers its entropy), adding it
-// to a broad one changes it little. Integer only, no allocation.
+// Why: same comes first because a weight is an estimate and often a
+// biased one: a device measured while it shared a stacked worker looks
+// lighter than it will be on its own. Devices of one class behave alike, so
+// spreading the class evenly is robust where weights are not; only a
+// difference of more than 64 units of work overrides it. Then work: a bursty connection
+// that costs 20 ms of handler time a second weighs as much as twenty quiet
+// ones, and the next heavy one goes where the work is least, not where
+// the connections are fewest. dup is 64..127, between one and two units'
+// worth, so a worker already serving this class loses to one that lacks
+// it and has one more unit of work, but never to one with two more.
+// Within that slack the class spreads: connections of one protocol and
+// pattern land on different workers instead of piling their bursts (or
+// their simultaneous timeouts) onto one goroutine, and in a mixed pool the
+// protocols spread the same way, since the class includes the protocol.
+// The popcount term makes a duplicate cheaper on a worker with a broad
+// recent mix than on one that serves little else: adding a class to a
+// narrow mix concentrates it further (lowers its entropy), adding it to a
+// broad one changes it little. Integer only, no allocation.
 //
 // Concurrent Picks from several loops may see the same loads and choose
 // the same worker; the error is one connection and corrects itself.
-func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
+func (d *Dispatcher) PickWeighted(proto uint8, pattern Pattern, weight uint32) int {
 	if d.policy == Inline || proto >= MaxProto {
 		return -1
 	}
@@ -199,18 +232,27 @@ func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
 	}
 	start := int(d.rotors[proto].n.Add(1) % uint64(len(elig)))
 	var best int32
-	if d.policy == RoundRobin {
+	switch d.policy {
+	case RoundRobin:
 		best = elig[start]
-	} else {
-		best = d.leastCost(elig, start, classBit(proto, pattern))
+	case LeastConns:
+		best = d.fewestConns(elig, start)
+	default:
+		best = d.leastCost(elig, start, proto, pattern)
 	}
-	d.workers[best].load.Add(1)
+	w := &d.workers[best]
+	w.load.Add(1)
+	w.work.Add(int64(clampWeight(weight)))
+	w.classes[classIndex(proto, pattern)].Add(1)
 	return int(best)
 }
 
+func clampWeight(w uint32) uint32 { return min(max(w, 1), MaxWeight) }
+
 // leastCost scans elig from start, wrapping, and returns the worker with
 // the lowest entropy cost; the first one scanned wins ties.
-func (d *Dispatcher) leastCost(elig []int32, start int, bit uint64) int32 {
+func (d *Dispatcher) leastCost(elig []int32, start int, proto uint8, pattern Pattern) int32 {
+	bit, class := classBit(proto, pattern), classIndex(proto, pattern)
 	best, bestCost := elig[start], ^uint64(0)
 	for i := range elig {
 		j := start + i
@@ -218,7 +260,8 @@ func (d *Dispatcher) leastCost(elig []int32, start int, bit uint64) int32 {
 			j -= len(elig)
 		}
 		w := &d.workers[elig[j]]
-		c := entropyCost(w.load.Load(), w.current.Load()|w.previous.Load(), bit)
+		c := entropyCost(w.work.Load(), w.current.Load()|w.previous.Load(), bit)
+		c += uint64(min(max(w.classes[class].Load(), 0), 1<<24)) * ClassWeight
 		if c < bestCost {
 			best, bestCost = elig[j], c
 		}
@@ -226,10 +269,26 @@ func (d *Dispatcher) leastCost(elig []int32, start int, bit uint64) int32 {
 	return best
 }
 
-// entropyCost is the formula documented on Pick.
-func entropyCost(load int64, recent, bit uint64) uint64 {
-	load = min(max(load, 0), maxCostLoad)
-	cost := uint64(load) * LoadWeight
+// fewestConns scans elig from start, wrapping, and returns the worker with
+// the fewest live connections; the first one scanned wins ties.
+func (d *Dispatcher) fewestConns(elig []int32, start int) int32 {
+	best, bestLoad := elig[start], int64(-1)
+	for i := range elig {
+		j := start + i
+		if j >= len(elig) {
+			j -= len(elig)
+		}
+		if n := d.workers[elig[j]].load.Load(); bestLoad < 0 || n < bestLoad {
+			best, bestLoad = elig[j], n
+		}
+	}
+	return best
+}
+
+// entropyCost is the formula documented on PickWeighted.
+func entropyCost(work int64, recent, bit uint64) uint64 {
+	work = min(max(work, 0), maxCostLoad)
+	cost := uint64(work) * LoadWeight
 	if recent&bit != 0 {
 		cost += DupPenalty + uint64(64-bits.OnesCount64(recent))
 	}
@@ -264,19 +323,68 @@ func (d *Dispatcher) Observe(worker int, proto uint8, pattern Pattern) {
 	w.events.Store(0)
 }
 
-// Release records that a connection picked for worker is gone. Load never
-// goes below zero, so a stray Release is harmless.
-func (d *Dispatcher) Release(worker int) {
+// Release is ReleaseWeighted of a connection placed as (proto, pattern)
+// with weight 1.
+func (d *Dispatcher) Release(worker int, proto uint8, pattern Pattern) {
+	d.ReleaseWeighted(worker, proto, pattern, 1)
+}
+
+// ReleaseWeighted records that a connection picked for worker as (proto,
+// pattern) is gone, with the weight it was last counted at (picked with,
+// or moved to by Reweigh). No count goes below zero, so a stray release is
+// harmless.
+func (d *Dispatcher) ReleaseWeighted(worker int, proto uint8, pattern Pattern, weight uint32) {
 	if uint(worker) >= uint(len(d.workers)) {
 		return
 	}
-	load := &d.workers[worker].load
+	w := &d.workers[worker]
+	decrementTo0(&w.load, 1)
+	decrementTo0(&w.work, int64(clampWeight(weight)))
+	if proto < MaxProto {
+		c := &w.classes[classIndex(proto, pattern)]
+		for {
+			n := c.Load()
+			if n <= 0 || c.CompareAndSwap(n, n-1) {
+				break
+			}
+		}
+	}
+}
+
+func decrementTo0(v *atomic.Int64, by int64) {
 	for {
-		n := load.Load()
-		if n <= 0 || load.CompareAndSwap(n, n-1) {
+		n := v.Load()
+		if n <= 0 || v.CompareAndSwap(n, max(n-by, 0)) {
 			return
 		}
 	}
+}
+
+// Reweigh moves one of worker's connections from weight from to weight
+// to: its owner learned more about it (Profile.Event reported a change).
+func (d *Dispatcher) Reweigh(worker int, from, to uint32) {
+	if uint(worker) >= uint(len(d.workers)) {
+		return
+	}
+	from, to = clampWeight(from), clampWeight(to)
+	if from == to {
+		return
+	}
+	w := &d.workers[worker]
+	if to > from {
+		w.work.Add(int64(to - from))
+		return
+	}
+	decrementTo0(&w.work, int64(from-to))
+}
+
+// Work returns the sum of the weights of worker's live connections, or 0
+// for an unknown worker.
+func (d *Dispatcher) Work(worker int) int {
+	if uint(worker) >= uint(len(d.workers)) {
+		return 0
+	}
+	return int(max(d.workers[worker].work.Load(), 0))
 }
 
 // Load returns worker's live connections as counted by Pick and Release,

@@ -41,6 +41,7 @@ var parsePolicyTests = []struct {
 	{"roundrobin", RoundRobin, nil},
 	{" RoundRobin\t", RoundRobin, nil},
 	{"inline", Inline, nil},
+	{"LeastConns", LeastConns, nil},
 	{"round-robin", Entropy, ErrPolicy},
 	{"random", Entropy, ErrPolicy},
 	{"inline2", Entropy, ErrPolicy},
@@ -167,16 +168,36 @@ func TestPickEntropyPrefersMissingClass(t *testing.T) {
 		if got := d.Pick(protoModbus, PatternBursty); got != 2 {
 			t.Fatalf("Pick(bursty) = %d, want 2 (the only worker lacking the class)", got)
 		}
-		d.Release(2)
+		d.Release(2, protoModbus, PatternBursty)
 	}
-	// One extra connection is worth less than a duplicate class...
-	d.Pick(protoModbus, PatternBursty) // to 2
+	// One extra unit of work (a connection of another class) is worth
+	// less than a duplicate class in the recent mix...
+	d.workers[2].work.Store(1)
 	if got := d.Pick(protoModbus, PatternBursty); got != 2 {
-		t.Fatalf("with worker 2 at load 1: Pick = %d, want 2", got)
+		t.Fatalf("with worker 2 at work 1: Pick = %d, want 2", got)
 	}
+	d.Release(2, protoModbus, PatternBursty)
 	// ...two are not.
+	d.workers[2].work.Store(2)
 	if got := d.Pick(protoModbus, PatternBursty); got == 2 {
-		t.Fatalf("worker 2 at load 2 picked over idle workers")
+		t.Fatalf("worker 2 at work 2 picked over idle workers")
+	}
+}
+
+// A live connection placed as the same class outweighs the work of up to
+// 64 others: the class spreads first.
+func TestPickEntropySpreadsLiveClass(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(2, protoModbus), 0)
+	w := d.PickWeighted(protoModbus, PatternBursty, 1)
+	other := 1 - w
+	d.workers[other].work.Store(60)
+	if got := d.PickWeighted(protoModbus, PatternBursty, 1); got != other {
+		t.Fatalf("second bursty on worker %d with the first, want %d (60 units of work)", got, other)
+	}
+	d.ReleaseWeighted(other, protoModbus, PatternBursty, 1)
+	d.workers[other].work.Store(70)
+	if got := d.PickWeighted(protoModbus, PatternBursty, 1); got != w {
+		t.Fatalf("second bursty on worker %d at 70 units of work, want %d", got, w)
 	}
 }
 
@@ -192,7 +213,7 @@ func TestPickEntropyPrefersBroadMix(t *testing.T) {
 		if got := d.Pick(protoModbus, PatternSteady); got != 1 {
 			t.Fatalf("Pick = %d, want 1 (broader mix)", got)
 		}
-		d.Release(1)
+		d.Release(1, protoModbus, PatternSteady)
 	}
 }
 
@@ -203,34 +224,54 @@ func TestPickEntropyTiesRotate(t *testing.T) {
 	for range 8 {
 		w := d.Pick(protoModbus, PatternSteady)
 		seen[w] = true
-		d.Release(w)
+		d.Release(w, protoModbus, PatternSteady)
 	}
 	if len(seen) != 4 {
 		t.Fatalf("ties went to workers %v, want all 4", seen)
 	}
 }
 
-// Whatever the mix, Entropy's choice is at most one connection above the
-// least loaded eligible worker.
+// Whatever the mix, Entropy's choice is within the slack of its cost: no
+// other eligible worker had a smaller 64*same + load by more than one
+// (same: its live connections of the class placed; every weight is 1, so
+// work is load, and dup is under two units).
 func TestPickEntropyLoadBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ws := pool(5, protoModbus)
 	ws[4].Allowed = AllProtocols
 	d := mustDispatcher(t, Entropy, ws, 16)
+	live := make([][]Pattern, len(ws)) // each worker's live connections, by pattern
+	same := func(w int, p Pattern) int {
+		n := 0
+		for _, q := range live[w] {
+			if q == p {
+				n++
+			}
+		}
+		return n
+	}
 	for i := range 20_000 {
 		switch op := rng.IntN(10); {
 		case op < 4:
 			pattern := Pattern(rng.IntN(int(numPatterns)))
-			minLoad := d.Load(0)
+			score := make([]int, len(ws))
 			for w := range ws {
-				minLoad = min(minLoad, d.Load(w))
+				score[w] = 64*same(w, pattern) + len(live[w])
 			}
 			w := d.Pick(protoModbus, pattern)
-			if before := d.Load(w) - 1; before > minLoad+1 {
-				t.Fatalf("op %d: picked worker %d at load %d, min is %d", i, w, before, minLoad)
+			for o := range ws {
+				if score[w] > score[o]+1 {
+					t.Fatalf("op %d: picked worker %d at 64*same+load %d, worker %d had %d", i, w, score[w], o, score[o])
+				}
 			}
+			live[w] = append(live[w], pattern)
 		case op < 7:
-			d.Release(rng.IntN(len(ws)))
+			w := rng.IntN(len(ws))
+			if n := len(live[w]); n > 0 {
+				k := rng.IntN(n)
+				d.Release(w, protoModbus, live[w][k])
+				live[w] = append(live[w][:k], live[w][k+1:]...)
+			}
 		default:
 			d.Observe(rng.IntN(len(ws)), uint8(rng.IntN(MaxProto)), Pattern(rng.IntN(int(numPatterns))))
 		}
@@ -266,7 +307,7 @@ func TestOutOfRangeArgumentsIgnored(t *testing.T) {
 	d := mustDispatcher(t, Entropy, pool(2, protoModbus), 0)
 	for _, w := range []int{-1, 2, 1 << 30} {
 		d.Observe(w, protoModbus, PatternSteady)
-		d.Release(w)
+		d.Release(w, protoModbus, PatternSteady)
 		if d.Load(w) != 0 || d.Bitmap(w) != 0 {
 			t.Errorf("worker %d: Load/Bitmap not 0", w)
 		}
@@ -275,7 +316,7 @@ func TestOutOfRangeArgumentsIgnored(t *testing.T) {
 	if d.Bitmap(0) != 0 {
 		t.Error("Observe with proto >= 16 changed the bitmap")
 	}
-	d.Release(0)
+	d.Release(0, protoModbus, PatternSteady)
 	if d.Load(0) != 0 {
 		t.Errorf("Release below zero: Load = %d", d.Load(0))
 	}
@@ -308,12 +349,13 @@ func TestDispatcherConcurrent(t *testing.T) {
 		go func() {
 			defer picks.Done()
 			for i := range perLoop {
-				w := d.Pick(protoModbus, Pattern((i+l)%int(numPatterns)))
+				pattern := Pattern((i + l) % int(numPatterns))
+				w := d.Pick(protoModbus, pattern)
 				if w < 0 || w >= workers {
 					t.Errorf("Pick = %d", w)
 					return
 				}
-				d.Release(w)
+				d.Release(w, protoModbus, pattern)
 			}
 		}()
 	}
@@ -328,12 +370,13 @@ func TestDispatcherConcurrent(t *testing.T) {
 }
 
 func TestDispatcherAllocs(t *testing.T) {
-	for _, p := range []Policy{Entropy, RoundRobin, Inline} {
+	for _, p := range []Policy{Entropy, RoundRobin, Inline, LeastConns} {
 		d := mustDispatcher(t, p, pool(8, protoModbus), 0)
 		allocs := testing.AllocsPerRun(1000, func() {
-			w := d.Pick(protoModbus, PatternBursty)
+			w := d.PickWeighted(protoModbus, PatternBursty, 7)
 			d.Observe(max(w, 0), protoModbus, PatternBursty)
-			d.Release(w)
+			d.Reweigh(w, 7, 9)
+			d.ReleaseWeighted(w, protoModbus, PatternBursty, 9)
 			_ = d.Bitmap(0)
 		})
 		if allocs != 0 {
@@ -366,10 +409,11 @@ func FuzzDispatcher(f *testing.F) {
 			case 1:
 				d.Observe(worker, proto, pattern)
 			case 2:
-				d.Release(worker)
+				d.ReleaseWeighted(worker, proto, pattern, uint32(op))
+				d.Reweigh(worker, uint32(op>>4), uint32(op&0xf))
 			}
 			for w := range ws {
-				if d.Load(w) < 0 {
+				if d.Load(w) < 0 || d.Work(w) < 0 {
 					t.Fatalf("worker %d load %d", w, d.Load(w))
 				}
 			}
@@ -380,7 +424,7 @@ func FuzzDispatcher(f *testing.F) {
 // BenchmarkPick measures Pick (plus the Release that keeps loads steady)
 // per policy and pool size, with workers whose mixes differ.
 func BenchmarkPick(b *testing.B) {
-	for _, p := range []Policy{Inline, RoundRobin, Entropy} {
+	for _, p := range []Policy{Inline, RoundRobin, LeastConns, Entropy} {
 		for _, n := range []int{2, 8, 32} {
 			b.Run(fmt.Sprintf("%v/workers=%d", p, n), func(b *testing.B) {
 				d := mustDispatcher(b, p, pool(n, protoModbus), 0)
@@ -392,8 +436,8 @@ func BenchmarkPick(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
-					w := d.Pick(protoModbus, Pattern(i&3))
-					d.Release(w)
+					w := d.PickWeighted(protoModbus, Pattern(i&3), uint32(i&15))
+					d.ReleaseWeighted(w, protoModbus, Pattern(i&3), uint32(i&15))
 				}
 			})
 		}

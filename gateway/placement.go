@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route"
+)
+
+// placement is what a worker learns of one of its connections for the
+// dispatcher: its profile, and the weight the dispatcher counts for it.
+//
+// It lives in the worker's places map, not in the conn: every idle
+// connection carries a conn, which stays in its 96-byte size class, while
+// a placement (about 64 bytes) is made only for a connection that came
+// with a history or has spoken placeAfter events. One map lookup per event
+// is tens of nanoseconds against the microseconds of the read it follows.
+type placement struct {
+	prof     route.Profile
+	weight   uint32        // what the dispatcher counts for the connection now
+	placedAs route.Pattern // the class it was picked as, for the release
+}
+
+// placeAfter is how many events a connection without history takes
+// before it gets a placement: a device that says hello and goes quiet
+// (most idle ones) never costs one; its first events are not profiled,
+// which a window of ProfileWindow events does not miss.
+const placeAfter = 4
+
+// seed starts c's placement from what the loop picked it as (the seed
+// bits of its EvOpen event: its source's history). Inline connections
+// (no worker of a pool) are not placed.
+func (w *worker) seed(c *conn, bits uint32) {
+	if w.local < 0 {
+		return
+	}
+	// A placement left by an fd's earlier connection (one that ended
+	// without release, as at a worker's stop) must not be counted again.
+	delete(w.places, c.fd)
+	pat, weight := seedOf(bits)
+	if pat == w.pool.pattern && weight <= 1 {
+		return // no history: placed as the pool's hint, as is the default
+	}
+	pl := &placement{weight: weight, placedAs: pat}
+	pl.prof.Seed(pat, weight)
+	w.places[c.fd] = pl
+}
+
+// learn feeds the event just served into c's profile and, when its class
+// or weight changed, into the dispatcher; and marks c's class in the
+// worker's window bitmap.
+func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
+	if w.local < 0 {
+		return
+	}
+	p := w.pool
+	pl := w.places[c.fd]
+	if pl == nil && s.Events() >= placeAfter {
+		pl = &placement{weight: 1, placedAs: p.pattern}
+		w.places[c.fd] = pl
+	}
+	pat := route.PatternUnknown
+	if pl != nil {
+		if pl.prof.Event(now, s.BytesIn(), w.costNs) {
+			weight := pl.prof.Weight()
+			p.disp.Reweigh(w.local, pl.weight, weight)
+			pl.weight = weight
+		}
+		pat = pl.prof.Pattern()
+	}
+	if pat == route.PatternUnknown {
+		pat = p.pattern
+	}
+	p.disp.Observe(w.local, p.protoBit(c.proto), pat)
+}
+
+// sample records one timed event of c: the worker's average, its busy
+// time estimate, and c's own profile if it has one.
+func (w *worker) sample(c *conn, ns uint64) {
+	w.costNs = route.SmoothCost(w.costNs, ns)
+	w.busyNs.Add(ns * sampleEvery)
+	if pl := w.places[c.fd]; pl != nil {
+		pl.prof.Sample(ns)
+	}
+}
+
+// unplace uncounts c from the dispatcher and remembers in the pool's
+// history what its source turned out to be, for its next connection.
+func (w *worker) unplace(c *conn) {
+	if w.local < 0 {
+		return
+	}
+	p := w.pool
+	weight, placedAs := uint32(1), p.pattern
+	if pl := w.places[c.fd]; pl != nil {
+		weight, placedAs = pl.weight, pl.placedAs
+		p.history.Record(c.peer.Addr(), pl.prof.Pattern(), pl.prof.Weight())
+		delete(w.places, c.fd)
+	}
+	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)
+}
