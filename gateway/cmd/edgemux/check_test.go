@@ -47,7 +47,7 @@ modbus:
 limits.max_conns: "lots" is not a whole number (line 3)
 sniff.buget: unknown key; did you mean sniff.budget? (line 6)
 sniff.deadline: "3sec" is not a duration (e.g. 500ms, 3s) (line 7)
-dispatch.policy: must be one of inline | roundrobin | entropy, not "fastest" (line 9)
+dispatch.policy: must be one of inline | roundrobin | entropy | leastconns, not "fastest" (line 9)
 modbus.tags[2].tpoic: unknown key; did you mean modbus.tags[2].topic? (line 14)
 `
 	if code != 1 || stdout != "" || stderr != want {
