@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
+	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
 )
 
 // dialInDevice is a dial-in device of ours, written from the Modbus TCP
@@ -287,5 +289,42 @@ func TestModbusDialInBySource(t *testing.T) {
 	awaitSample(t, ws, "plant/dtu/level", "good", 33)
 	if h := dialInHealth(g, "plc7"); h.Connected == nil || !*h.Connected || !strings.HasPrefix(h.Peer, "127.0.0.1:") {
 		t.Fatalf("health: %+v", h)
+	}
+}
+
+// TestModbusDialInThroughSocat: a DTU played by peers we did not write.
+// socat dials the gateway and bridges that connection to a pymodbus TCP
+// device, as a cellular DTU bridges its outbound connection to a PLC: it
+// says nothing until the gateway's probe, which socat carries to
+// pymodbus, whose answer (holding register 5 holds 1005) names the line.
+// The device is then polled, and a master reaches it through gateway mode.
+func TestModbusDialInThroughSocat(t *testing.T) {
+	devAddr := upstreamtest.TCPDevice(t, 7)
+	cfg := dialInConfig(t)
+	cfg.Modbus.Upstream.DialIn.Probe = config.ModbusProbe{UnitID: 7, Function: 3, Address: 5, Count: 1}
+	cfg.Modbus.Upstream.Lines[0].Identity = "1005"
+	g := startGateway(t, cfg, Options{})
+	ws := btWSDial(t, g)
+	dialInSub(t, ws)
+
+	dtu := exec.Command("socat", "TCP:"+g.Addr().String(), "TCP:"+devAddr)
+	if err := dtu.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dtu.Process.Kill(); dtu.Wait() })
+	awaitSample(t, ws, "plant/dtu/level", "good", 1010)
+
+	h := goburrow.NewTCPClientHandler(g.Addr().String())
+	h.SlaveId, h.Timeout = 21, rbIOTimeout
+	if err := h.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	got, err := goburrow.NewClient(h).ReadHoldingRegisters(12, 2)
+	if err != nil || binary.BigEndian.Uint16(got) != 1012 || binary.BigEndian.Uint16(got[2:]) != 1013 {
+		t.Fatalf("master through gateway mode to pymodbus behind socat: %x, %v", got, err)
+	}
+	if st := g.mb.Stats(); st.Probed != 1 || st.DialIns != 1 || st.DialInRefused != 0 {
+		t.Fatalf("handler counters: %+v", st)
 	}
 }
