@@ -9,37 +9,17 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/config"
-	"github.com/edgemux/edgemux/gateway"
+	"github.com/edgemux/edgemux/gateway/gatewaytest"
 )
 
 // startGateway runs an in-process gateway with the mixed benchmark's
 // register map until the test ends and returns its address.
 func startGateway(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Parse(config.DefaultYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Loops = 1
+	cfg := gatewaytest.Defaults(t)
 	cfg.Modbus.NoValue = "zero"
 	cfg.Modbus.Tags = []config.ModbusTag{{Topic: "mix/hr0", Table: "holding", Address: 0, Type: "uint16"}}
-	g, err := gateway.New(cfg, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		g.Close()
-		<-done
-	})
-	return g.Addr().String()
+	return gatewaytest.Start(t, cfg).Addr().String()
 }
 
 // TestEveryProtocolAnswers: each protocol's requests get their answers

@@ -18,17 +18,24 @@ type payload struct {
 	Err string `json:"err"`
 }
 
-func lastPayload(t *testing.T, b *bus.Bus, topic string) (payload, bool) {
+// lastJSON is topic's last value on b, decoded as JSON into a T; false
+// when the topic has none.
+func lastJSON[T any](t *testing.T, b *bus.Bus, topic string) (T, bool) {
 	t.Helper()
+	var v T
 	m, ok := b.Get(topic)
 	if !ok {
-		return payload{}, false
+		return v, false
 	}
-	var p payload
-	if err := json.Unmarshal(m.Payload, &p); err != nil {
+	if err := json.Unmarshal(m.Payload, &v); err != nil {
 		t.Fatalf("%s: %q: %v", topic, m.Payload, err)
 	}
-	return p, true
+	return v, true
+}
+
+func lastPayload(t *testing.T, b *bus.Bus, topic string) (payload, bool) {
+	t.Helper()
+	return lastJSON[payload](t, b, topic)
 }
 
 func startPoller(t *testing.T, devs []Device, b *bus.Bus) *Poller {

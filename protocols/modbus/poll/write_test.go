@@ -1,7 +1,6 @@
 package poll
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -22,15 +21,7 @@ type writeOutcome struct {
 
 func lastResult(t *testing.T, b *bus.Bus, topic string) (writeOutcome, bool) {
 	t.Helper()
-	m, ok := b.Get(ResultTopic(topic))
-	if !ok {
-		return writeOutcome{}, false
-	}
-	var r writeOutcome
-	if err := json.Unmarshal(m.Payload, &r); err != nil {
-		t.Fatalf("%s: %q: %v", topic, m.Payload, err)
-	}
-	return r, true
+	return lastJSON[writeOutcome](t, b, ResultTopic(topic))
 }
 
 // TestWriteThroughBus: with the poller's topics claimed, publishes from
