@@ -30,6 +30,8 @@ type Config struct {
 	RUDP       RUDP            `yaml:"rudp"`       // the reliable UDP core's sessions
 	CoAP       CoAP            `yaml:"coap"`       // CoAP server over UDP and TCP (coap.go)
 	Log        Log             `yaml:"log"`        // logging
+	DataDir    string          `yaml:"data_dir"`   // where state on disk lives: the north sinks' queues (north.go)
+	North      North           `yaml:"north"`      // northbound sinks: MQTT brokers (north.go)
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }
 

@@ -117,6 +117,8 @@ func Defaults() Config {
 		},
 		CoAP: defaultCoAP(),
 		Log:  Log{Level: "info", Format: "text"},
+		// Northbound: no sink, nothing starts.
+		DataDir: DefaultDataDir,
 	}
 	c.Normalize()
 	return c
@@ -197,4 +199,5 @@ func (c *Config) Normalize() {
 	if len(c.CoAP.Delete) == 0 {
 		c.CoAP.Delete = nil
 	}
+	c.normalizeNorth()
 }

@@ -1,0 +1,30 @@
+// Package north carries bus messages up to MQTT brokers and brings
+// commands back down: each configured sink is a bus subscriber with a
+// connection of its own (one goroutine, plus one draining its store).
+//
+// A sink maps bus filters to remote topic templates, HiveMQ Edge style:
+// {topic} is the bus topic, {1}, {2}.. the levels the filter's wildcards
+// matched ("#" matches the rest, slashes and all), {gateway} the
+// gateway's name. A map with on: change publishes a topic's payload only
+// when it differs from the last one sent there; the table behind it is
+// bounded (change_table), and a topic evicted from it is sent again on its
+// next message (counted).
+//
+// Payloads go raw, as the bus holds them, or in an envelope:
+// {"v": <the payload as JSON if it is JSON, else as a string>, "src": the
+// bus source, "q": quality, "ts": unix ms}. A payload that is itself a
+// poller's {"v","q","ts"} object is unwrapped: its value, quality and
+// time are the envelope's.
+//
+// Commands: a sink subscribes to its commands' remote filters and
+// publishes what arrives into the bus with src "mqtt:<sink>", on the
+// topic its template names, only when an allow filter matches that topic;
+// anything else is refused, counted and logged with its origin. A command
+// to a polled, writable Modbus tag is a write (bus.PublishDone reports
+// the device's answer, logged and counted). A message whose src is the
+// sink's own is never sent back out through that sink: no echo loops.
+//
+// The uplink is an interface (Uplink) so another engine can sit under the
+// same sink logic; MQTT 3.1.1 through eclipse/paho.mqtt.golang is the one
+// here (mqtt.go).
+package north

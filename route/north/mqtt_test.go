@@ -1,0 +1,184 @@
+package north
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// sinkConfig normalizes and validates sc as the config package would.
+func sinkConfig(t *testing.T, sc config.NorthSink) config.NorthSink {
+	t.Helper()
+	c := config.Defaults()
+	c.DataDir = t.TempDir()
+	c.North.Sinks = []config.NorthSink{sc}
+	c.Normalize()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("sink config: %v", err)
+	}
+	return c.North.Sinks[0]
+}
+
+// startSink builds and starts a sink, closed in t.Cleanup, and waits for
+// its link.
+func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store) *Sink {
+	t.Helper()
+	sc = sinkConfig(t, sc)
+	mo, err := mqttOptions(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func waitUp(t *testing.T, s *Sink) {
+	t.Helper()
+	eventually(t, "sink "+s.name+" connected", func() bool { return s.Stats().LinkUp })
+}
+
+func payloads(ms []mqtt.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Topic() + "=" + string(m.Payload())
+	}
+	return out
+}
+
+// TestMQTTRawAndEnvelope: a bus publish reaches a subscriber on the mapped
+// topic, raw from one sink and in an envelope from another, at QoS 1, and
+// the retained one is there for a subscriber that comes later.
+func TestMQTTRawAndEnvelope(t *testing.T) {
+	br := startBroker(t, "")
+	b := bus.New(bus.Options{})
+	raw := startSink(t, config.NorthSink{Name: "raw", Kind: "mqtt", URL: br.url("tcp"),
+		Map: []config.NorthMap{{From: "plant/+/temp", To: "site/{gateway}/{1}/t", QoS: 1, Retain: true}}}, b, nil)
+	env := startSink(t, config.NorthSink{Name: "env", Kind: "mqtt", URL: br.url("tcp"), Payload: "envelope",
+		Map: []config.NorthMap{{From: "plant/#", To: "env/{topic}", QoS: 1}}}, b, nil)
+	waitUp(t, raw)
+	waitUp(t, env)
+	got, _ := subscribe(t, br.url("tcp"), "t-sub", "#", true, nil)
+
+	must(t, b.Publish("plant/a/temp", []byte("21.5"), "ws"))
+	must(t, b.Publish("plant/b/temp", []byte(`{"v":7,"q":"bad","ts":1700000000000}`), "modbus-poll"))
+	must(t, b.Publish("plant/c/name", []byte("pump \"3\""), "coap"))
+	eventually(t, "5 messages", func() bool { return got.len() >= 5 })
+
+	byTopic := map[string]mqtt.Message{}
+	for _, m := range got.snapshot() {
+		byTopic[m.Topic()] = m
+		if m.Qos() != 1 {
+			t.Errorf("%s arrived at QoS %d, want 1", m.Topic(), m.Qos())
+		}
+	}
+	if m := byTopic["site/gw1/a/t"]; m == nil || string(m.Payload()) != "21.5" {
+		t.Fatalf("raw: got %v", payloads(got.snapshot()))
+	}
+	checkEnvelope(t, byTopic["env/plant/a/temp"], 21.5, "ws", "good")
+	checkEnvelope(t, byTopic["env/plant/b/temp"], float64(7), "modbus-poll", "bad")
+	checkEnvelope(t, byTopic["env/plant/c/name"], `pump "3"`, "coap", "good")
+	if ts := envelopeOf(t, byTopic["env/plant/b/temp"])["ts"]; ts != float64(1700000000000) {
+		t.Errorf("a poller's ts is the envelope's: got %v", ts)
+	}
+
+	late, _ := subscribe(t, br.url("tcp"), "t-late", "site/gw1/a/#", true, nil)
+	eventually(t, "the retained value", func() bool { return late.len() == 1 })
+	if m := late.snapshot()[0]; !m.Retained() || string(m.Payload()) != "21.5" {
+		t.Fatalf("late subscriber got %q retained=%v", m.Payload(), m.Retained())
+	}
+	if st := raw.Stats(); st.Published != 2 || st.Failed != 0 || st.Dropped != 0 {
+		t.Fatalf("raw sink stats = %+v", st)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func envelopeOf(t *testing.T, m mqtt.Message) map[string]any {
+	t.Helper()
+	if m == nil {
+		t.Fatal("envelope message missing")
+	}
+	var e map[string]any
+	if err := json.Unmarshal(m.Payload(), &e); err != nil {
+		t.Fatalf("envelope %q: %v", m.Payload(), err)
+	}
+	return e
+}
+
+func checkEnvelope(t *testing.T, m mqtt.Message, v any, src, q string) {
+	t.Helper()
+	e := envelopeOf(t, m)
+	if e["v"] != v || e["src"] != src || e["q"] != q || e["ts"] == nil || len(e) != 4 {
+		t.Errorf("envelope %s = %s, want v=%v src=%s q=%s", m.Topic(), m.Payload(), v, src, q)
+	}
+}
+
+// TestMQTTOnChange: a map with on: change sends a topic's payload only
+// when it differs from the last sent; on: update sends every one.
+func TestMQTTOnChange(t *testing.T) {
+	br := startBroker(t, "")
+	b := bus.New(bus.Options{})
+	s := startSink(t, config.NorthSink{Name: "chg", Kind: "mqtt", URL: br.url("tcp"), Map: []config.NorthMap{
+		{From: "c/#", To: "chg/{topic}", QoS: 1, On: "change"},
+		{From: "c/#", To: "upd/{topic}", QoS: 1}}}, b, nil)
+	waitUp(t, s)
+	got, _ := subscribe(t, br.url("tcp"), "t-chg", "#", true, nil)
+	for _, p := range []string{"1", "1", "1", "2", "2", "1"} {
+		must(t, b.Publish("c/x", []byte(p), "ws"))
+	}
+	must(t, b.Publish("c/end", []byte("end"), "ws"))
+	eventually(t, "the end marker on both maps", func() bool { return got.len() >= 3+6+2 })
+	var chg, upd []string
+	for _, m := range got.snapshot() {
+		switch {
+		case strings.HasPrefix(m.Topic(), "chg/c/x"):
+			chg = append(chg, string(m.Payload()))
+		case strings.HasPrefix(m.Topic(), "upd/c/x"):
+			upd = append(upd, string(m.Payload()))
+		}
+	}
+	if fmt.Sprint(chg) != "[1 2 1]" || len(upd) != 6 {
+		t.Fatalf("on change sent %v, on update %v", chg, upd)
+	}
+	if st := s.Stats(); st.Suppressed != 3 {
+		t.Fatalf("suppressed = %d, want 3", st.Suppressed)
+	}
+}
+
+// TestMQTTWill: the broker publishes the will ("offline") when the
+// gateway's connection dies without a DISCONNECT; on reconnect the sink
+// announces "online" again, retained.
+func TestMQTTWill(t *testing.T) {
+	br := startBroker(t, "")
+	g := newGate(t, br.port)
+	b := bus.New(bus.Options{})
+	s := startSink(t, config.NorthSink{Name: "will", Kind: "mqtt", URL: g.url(), KeepAlive: 1e9 * 5,
+		Will: config.NorthWill{Topic: "gw/gw1/state", QoS: 1, Retain: true}}, b, nil)
+	waitUp(t, s)
+	got, _ := subscribe(t, br.url("tcp"), "t-will", "gw/#", true, nil)
+	eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	g.cut() // the gateway's TCP connection dies
+	eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
+	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
+		t.Fatalf("state messages = %v", p)
+	}
+	if m := got.snapshot()[0]; !m.Retained() {
+		t.Error("the online message was not retained")
+	}
+}

@@ -1,0 +1,265 @@
+package north
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// drainBytes bounds what one Drain of the bus takes; ackTimeout is how
+// long a publish may wait for its acknowledgement before it counts as
+// failed (and, with a store, is sent again).
+const (
+	drainBytes = 256 << 10
+	ackTimeout = 15 * time.Second
+)
+
+// Sink is one uplink fed by the bus. Its goroutine drains the bus
+// subscriber, maps each message and either publishes it (no store) or
+// appends it to the store, which a second goroutine drains to the uplink.
+type Sink struct {
+	name    string
+	src     string // bus src of its commands: "<kind>:<name>"
+	gateway string
+	cfg     config.NorthSink
+	bus     *bus.Bus
+	up      Uplink
+	store   Store // nil: no store-and-forward
+	log     *slog.Logger
+
+	maps   []mapping
+	cmds   []command
+	change *changeTable // the forward goroutine's
+	sub    *bus.Subscriber
+	wake   chan struct{}
+
+	linkMu   sync.Mutex
+	linkDown chan struct{} // closed when the link goes down; a new one on each up
+	linkUp   chan struct{} // signalled on each up
+	upSince  atomic.Int64  // unix ns of the last connect: store records older than this are backlog
+
+	c       counters
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	stopped sync.Once
+}
+
+// counters are a sink's totals since start (Stats reads them).
+type counters struct {
+	published, failed, spooled, drained, dropped, refused, suppressed atomic.Uint64
+	cmdWritten, cmdRefused, cmdFailed                                atomic.Uint64
+}
+
+// NewSink builds a sink on bus b over up, with store or nil; Start starts
+// it. cfg is validated and normalized.
+func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store Store, log *slog.Logger) (*Sink, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
+		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
+		wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+	close(s.linkDown) // down until the first connect
+	for _, m := range cfg.Map {
+		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
+	}
+	for _, c := range cfg.Commands {
+		s.cmds = append(s.cmds, command{from: c.From, to: compileTemplate(c.To)})
+	}
+	sub, err := b.NewSubscriber(s.signal)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range s.maps {
+		if err := sub.SubscribeLive(m.from); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	s.sub = sub
+	return s, nil
+}
+
+// Name is the sink's configured name.
+func (s *Sink) Name() string { return s.name }
+
+func (s *Sink) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start connects the uplink and starts the sink's goroutines.
+func (s *Sink) Start() {
+	s.wg.Add(1)
+	go s.forward()
+	if s.store != nil {
+		s.wg.Add(1)
+		go s.drain()
+	}
+	s.up.Start(s.onUp, s.onDown)
+}
+
+// Close stops the sink: the uplink announces the gateway offline and
+// disconnects, the goroutines end, the store is closed (synced).
+func (s *Sink) Close() error {
+	var err error
+	s.stopped.Do(func() {
+		close(s.stop)
+		s.up.Close()
+		s.wg.Wait()
+		s.sub.Close()
+		if s.store != nil {
+			err = s.store.Close()
+		}
+	})
+	return err
+}
+
+func (s *Sink) onUp() {
+	s.linkMu.Lock()
+	s.linkDown = make(chan struct{})
+	s.linkMu.Unlock()
+	s.upSince.Store(time.Now().UnixNano())
+	if len(s.cmds) > 0 {
+		filters := make([]string, len(s.cmds))
+		for i, c := range s.cmds {
+			filters[i] = c.from
+		}
+		if err := s.up.Subscribe(filters, s.command); err != nil {
+			s.log.Warn("north: subscribing to commands failed", "err", err)
+		}
+	}
+	select {
+	case s.linkUp <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sink) onDown(error) {
+	s.linkMu.Lock()
+	select {
+	case <-s.linkDown:
+	default:
+		close(s.linkDown)
+	}
+	s.linkMu.Unlock()
+}
+
+// down is closed once the current connection is gone.
+func (s *Sink) down() <-chan struct{} {
+	s.linkMu.Lock()
+	defer s.linkMu.Unlock()
+	return s.linkDown
+}
+
+// outbound is one message as it goes to the broker.
+type outbound struct {
+	topic   string
+	payload []byte
+	qos     byte
+	retain  bool
+}
+
+// forward drains the bus subscriber until Close.
+func (s *Sink) forward() {
+	defer s.wg.Done()
+	var buf []bus.Message
+	var inflight []Pending // no store: publishes awaiting their ack, oldest first
+	for {
+		var head <-chan struct{}
+		if len(inflight) > 0 {
+			head = inflight[0].Done()
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-head:
+			inflight = s.settle(inflight, false)
+			continue
+		case <-s.wake:
+		}
+		batch := s.sub.Drain(buf[:0], drainBytes)
+		s.c.dropped.Add(batch.Dropped) // the bus queue overflowed: the sink fell behind
+		for i := range batch.Msgs {
+			inflight = s.route(&batch.Msgs[i], inflight)
+		}
+		clear(batch.Msgs)
+		buf = batch.Msgs
+		if batch.More {
+			s.signal()
+		}
+	}
+}
+
+// route maps m through every matching map and sends or stores the result.
+func (s *Sink) route(m *bus.Message, inflight []Pending) []Pending {
+	if m.Src == s.src {
+		return inflight // came in through this sink's commands: no echo
+	}
+	for i := range s.maps {
+		mp := &s.maps[i]
+		if !bus.Match(mp.from, m.Topic) {
+			continue
+		}
+		out := outbound{topic: mp.to.render(mp.from, m.Topic, s.gateway), payload: m.Payload, qos: mp.qos, retain: mp.retain}
+		if s.cfg.Payload == PayloadEnvelope {
+			out.payload = envelope(m.Payload, m.Src, m.TS/int64(time.Millisecond))
+		}
+		if mp.onChange && !s.change.changed(out.topic, out.payload) {
+			s.c.suppressed.Add(1)
+			continue
+		}
+		if s.store != nil {
+			s.spool(out)
+			continue
+		}
+		for len(inflight) >= s.cfg.Inflight {
+			inflight = s.settle(inflight, true)
+		}
+		inflight = append(inflight, s.up.Publish(out.topic, out.payload, out.qos, out.retain))
+	}
+	return inflight
+}
+
+// settle counts the outcome of the oldest publish in flight (waiting for
+// it when wait) and drops it from the list. Without a store a failed
+// publish is lost: failed and dropped both count it.
+func (s *Sink) settle(inflight []Pending, wait bool) []Pending {
+	p := inflight[0]
+	var err error
+	if wait {
+		err = waitPending(p, ackTimeout, s.stop, s.down())
+	} else {
+		err = p.Error()
+	}
+	if err == nil {
+		s.c.published.Add(1)
+	} else {
+		s.c.failed.Add(1)
+		s.c.dropped.Add(1)
+	}
+	inflight[0] = nil
+	return inflight[1:]
+}
+
+// spool appends out to the store; at its cap the store drops the oldest
+// (counted by the store) or refuses this one (counted here).
+func (s *Sink) spool(out outbound) {
+	_, err := s.store.Append(encodeRecord(out))
+	switch {
+	case err == nil:
+		s.c.spooled.Add(1)
+	case errors.Is(err, ErrStoreFull):
+		s.c.refused.Add(1)
+	default:
+		s.c.dropped.Add(1)
+		s.log.Warn("north: store append failed; message dropped", "topic", out.topic, "err", err)
+	}
+}
