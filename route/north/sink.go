@@ -52,7 +52,7 @@ type Sink struct {
 // counters are a sink's totals since start (Stats reads them).
 type counters struct {
 	published, failed, spooled, drained, dropped, refused, suppressed atomic.Uint64
-	cmdWritten, cmdRefused, cmdFailed                                atomic.Uint64
+	cmdWritten, cmdRefused, cmdFailed                                 atomic.Uint64
 }
 
 // NewSink builds a sink on bus b over up, with store or nil; Start starts
