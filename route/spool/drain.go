@@ -1,0 +1,282 @@
+package spool
+
+import (
+	"os"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Peek returns up to max of the oldest records, in order, without
+// removing them: a second Peek without an Ack returns them again. It
+// stops before the record that would take the data past maxBytes (<= 0:
+// no byte limit), but returns at least one record when there is one. The
+// records' Data are the caller's. An empty queue returns no records and
+// no error (sleep on Wait).
+func (q *Queue) Peek(max int, maxBytes int) ([]Record, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	q.marks = q.marks[:0]
+	if q.records == 0 {
+		return nil, nil
+	}
+	if int64(max) > q.records {
+		max = int(q.records)
+	}
+	max = maxInt(max, 1)
+	w := peekWalk{recs: make([]Record, 0, max), maxBytes: maxBytes}
+	seg, off, next := 0, q.head.off, q.head.seq
+	for len(w.recs) < max && !w.full {
+		s := q.segs[seg]
+		if off >= s.size {
+			if seg == len(q.segs)-1 {
+				break
+			}
+			seg, off, next = seg+1, segHeaderSize, q.segs[seg+1].first
+			continue
+		}
+		n, err := q.peekChunk(&w, seg, off, next, max)
+		if err != nil {
+			q.marks = q.marks[:0]
+			return nil, err
+		}
+		off += n
+		next = w.next
+	}
+	return w.finish(), nil
+}
+
+// peekWalk is what Peek has gathered so far.
+type peekWalk struct {
+	recs     []Record
+	blob     []byte // the records' data, one after another
+	ends     []int  // where each record's data ends in blob
+	total    int
+	maxBytes int
+	full     bool // the next record would pass maxBytes
+	next     uint64
+}
+
+func (w *peekWalk) finish() []Record {
+	start := 0
+	for i := range w.recs {
+		w.recs[i].Data = w.blob[start:w.ends[i]:w.ends[i]]
+		start = w.ends[i]
+	}
+	return w.recs
+}
+
+// peekChunk reads from segment seg at off into rbuf and takes the whole
+// records it finds (expected seq next first); it returns how many bytes
+// of the segment it consumed. A record longer than rbuf grows it.
+func (q *Queue) peekChunk(w *peekWalk, seg int, off int64, next uint64, max int) (int64, error) {
+	s := q.segs[seg]
+	f, err := q.fileFor(seg)
+	if err != nil {
+		return 0, err
+	}
+	n := int(min(int64(len(q.rbuf)), s.size-off))
+	if _, err := f.ReadAt(q.rbuf[:n], off); err != nil {
+		return 0, err
+	}
+	p := 0
+	w.next = next
+	for len(w.recs) < max {
+		if n-p < recHeaderSize {
+			break
+		}
+		h := parseRecHeader(q.rbuf[p:])
+		if h.len > HardMaxRecord || h.seq != w.next || off+int64(p)+recHeaderSize+int64(h.len) > s.size {
+			return 0, ErrCorrupt
+		}
+		frame := recHeaderSize + int(h.len)
+		if n-p < frame {
+			if p == 0 { // one record longer than the buffer
+				q.rbuf = make([]byte, frame)
+				return 0, nil
+			}
+			break
+		}
+		if len(w.recs) > 0 && w.maxBytes > 0 && w.total+int(h.len) > w.maxBytes {
+			w.full = true
+			break
+		}
+		data := q.rbuf[p+recHeaderSize : p+frame]
+		if recordCRC(q.rbuf[p:], data) != h.crc {
+			return 0, ErrCorrupt
+		}
+		w.recs = append(w.recs, Record{Seq: h.seq, Time: time.Unix(0, h.time)})
+		w.blob = append(w.blob, data...)
+		w.ends = append(w.ends, len(w.blob))
+		w.total += int(h.len)
+		p += frame
+		w.next++
+		q.marks = append(q.marks, mark{seq: h.seq, seg: s.first, end: off + int64(p)})
+	}
+	if n-p < recHeaderSize && p == 0 {
+		return 0, ErrCorrupt // a segment that ends inside a header
+	}
+	return int64(p), nil
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Ack marks every record up to and including seq done: they leave the
+// queue, and a segment goes when all of its records are done. Acking a
+// seq already done does nothing; a seq not yet appended is ErrAckAhead.
+// With SyncAlways the cursor is on disk when Ack returns; otherwise
+// within SyncEvery (see the package doc for what a crash redelivers).
+func (q *Queue) Ack(seq uint64) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if seq >= q.nextSeq {
+		q.mu.Unlock()
+		return ErrAckAhead
+	}
+	n, err := q.ackLocked(seq)
+	q.stats.Acked += n
+	q.cursor = max(q.cursor, seq)
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if q.o.Sync == SyncAlways {
+		return q.writeCursor(true)
+	}
+	return nil
+}
+
+// ackLocked moves the head past seq and returns how many records left.
+// Records the last Peek returned are skipped by their marks; any others
+// by reading their headers.
+func (q *Queue) ackLocked(seq uint64) (uint64, error) {
+	var n uint64
+	if q.records > 0 && len(q.marks) > 0 && q.marks[0].seq == q.head.seq {
+		k := sort.Search(len(q.marks), func(i int) bool { return q.marks[i].seq > seq })
+		if k > 0 {
+			m := q.marks[k-1]
+			for q.segs[0].first != m.seg {
+				if err := q.removeOldest(); err != nil {
+					return n, err
+				}
+			}
+			q.head.off = m.end
+			q.records -= int64(k)
+			n = uint64(k)
+			q.marks = q.marks[:copy(q.marks, q.marks[k:])]
+			if err := q.settleHead(); err != nil {
+				return n, err
+			}
+		}
+	}
+	for q.records > 0 && q.head.seq <= seq {
+		if err := q.pop(); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// pop moves the head past its record (the caller counts it).
+func (q *Queue) pop() error {
+	q.head.off += q.head.size
+	q.records--
+	q.marks = q.marks[:0]
+	return q.settleHead()
+}
+
+// settleHead removes the segments the head has left and reads the new
+// head record's header.
+func (q *Queue) settleHead() error {
+	if err := q.dropDoneSegments(); err != nil {
+		return err
+	}
+	if q.records > 0 {
+		return q.readHead()
+	}
+	return nil
+}
+
+// dropDoneSegments removes the oldest segments while the head is past
+// their end; the tail stays (its name keeps the next seq on disk).
+func (q *Queue) dropDoneSegments() error {
+	for len(q.segs) > 1 && q.head.off >= q.segs[0].size {
+		if err := q.removeOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeOldest deletes segs[0] (never the tail) and puts the head at the
+// start of the next one.
+func (q *Queue) removeOldest() error {
+	s := q.segs[0]
+	if q.rf != nil && q.rfSeg == s.first {
+		q.rf.Close()
+		q.rf = nil
+	}
+	if err := os.Remove(q.segPath(s.first)); err != nil {
+		return err
+	}
+	q.disk -= s.size
+	q.segs = slices.Delete(q.segs, 0, 1)
+	q.head.off = segHeaderSize
+	return nil
+}
+
+// readHead reads the header of the record at the head.
+func (q *Queue) readHead() error {
+	s := q.segs[0]
+	if q.head.off+recHeaderSize > s.size {
+		return ErrCorrupt
+	}
+	f, err := q.fileFor(0)
+	if err != nil {
+		return err
+	}
+	var b [recHeaderSize]byte
+	if _, err := f.ReadAt(b[:], q.head.off); err != nil {
+		return err
+	}
+	h := parseRecHeader(b[:])
+	size := recHeaderSize + int64(h.len)
+	if h.seq < s.first || h.seq >= s.next || h.len > HardMaxRecord || q.head.off+size > s.size {
+		return ErrCorrupt
+	}
+	q.head.seq, q.head.size, q.head.time = h.seq, size, h.time
+	return nil
+}
+
+// fileFor returns a read handle on segs[i]: the tail's own, or rf.
+func (q *Queue) fileFor(i int) (*os.File, error) {
+	if i == len(q.segs)-1 {
+		return q.tail, nil
+	}
+	first := q.segs[i].first
+	if q.rf != nil && q.rfSeg == first {
+		return q.rf, nil
+	}
+	if q.rf != nil {
+		q.rf.Close()
+		q.rf = nil
+	}
+	f, err := os.Open(q.segPath(first))
+	if err != nil {
+		return nil, err
+	}
+	q.rf, q.rfSeg = f, first
+	return f, nil
+}
