@@ -14,8 +14,8 @@ import (
 	"github.com/edgemux/edgemux/route/bus"
 )
 
-// OpenStore opens a sink's store from its configuration; the gateway
-// gives one over route/spool.
+// OpenStore opens a sink's store from its configuration; nil means
+// OpenSpool.
 type OpenStore func(cfg config.NorthStore) (Store, error)
 
 // Set is every configured sink.
@@ -51,7 +51,7 @@ func buildSink(sc config.NorthSink, gateway string, b *bus.Bus, open OpenStore, 
 	var store Store
 	if sc.Store.Enabled {
 		if open == nil {
-			return nil, errors.New("store enabled but no store available")
+			open = OpenSpool
 		}
 		if store, err = open(sc.Store); err != nil {
 			return nil, fmt.Errorf("store %s: %w", sc.Store.Dir, err)

@@ -1,0 +1,177 @@
+package north
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/bus"
+)
+
+// storeSink starts a sink with a spool in a temp dir.
+func storeSink(t *testing.T, url string, b *bus.Bus, st config.NorthStore) *Sink {
+	t.Helper()
+	st.Enabled = true
+	st.Dir = t.TempDir()
+	sc := sinkConfig(t, config.NorthSink{Name: "sf", Kind: "mqtt", URL: url, Store: st,
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}})
+	store, err := OpenSpool(sc.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo, err := mqttOptions(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// tally counts what a subscriber got by the message number in the
+// payload ("n=<i>"): how many distinct, how many duplicates, and whether
+// the first arrivals came in order.
+func tally(t *testing.T, r *received) (distinct map[int]bool, dups int, inOrder bool) {
+	t.Helper()
+	distinct, inOrder = map[int]bool{}, true
+	last := -1
+	for _, m := range r.snapshot() {
+		i, err := strconv.Atoi(strings.TrimPrefix(string(m.Payload()), "n="))
+		if err != nil {
+			t.Fatalf("payload %q", m.Payload())
+		}
+		if distinct[i] {
+			dups++
+			continue
+		}
+		distinct[i] = true
+		if i < last {
+			inOrder = false
+		}
+		last = i
+	}
+	return distinct, dups, inOrder
+}
+
+func publishRange(t *testing.T, b *bus.Bus, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := b.Publish("s/"+strconv.Itoa(i%50), []byte("n="+strconv.Itoa(i)), "ws"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMQTTBrokerRestart: messages published on the bus while the broker
+// is killed and restarted (same port, persistence off) all reach a QoS 1
+// subscriber: the store holds the backlog while the link is down, drains
+// it when the link is back, and the metrics show both.
+func TestMQTTBrokerRestart(t *testing.T) {
+	const before, during, after = 1000, 3000, 1000
+	br := startBroker(t, "")
+	g := newGate(t, br.port)
+	b := bus.New(bus.Options{})
+	s := storeSink(t, g.url(), b, config.NorthStore{DrainRate: 2000})
+	waitUp(t, s)
+	got, _ := subscribe(t, br.url("tcp"), "t-restart", "out/#", true, nil)
+
+	publishRange(t, b, 0, before)
+	// A broker without persistence loses what it acknowledged but had not
+	// delivered when it dies: that is the broker's guarantee, not ours, so
+	// the kill comes once the first part is through.
+	eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
+	br.stop()
+	eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	publishRange(t, b, before, before+during)
+	eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
+	if st := s.Stats(); st.QueueBytes <= 0 || st.OldestAge < 0 || st.Spooled != before+during {
+		t.Fatalf("while down: %+v", st)
+	}
+
+	// The subscriber's session died with the broker: it subscribes again
+	// before the gateway may reconnect, so it is there for the drain.
+	g.hold(true)
+	g.cut()
+	br.start()
+	subscribeInto(t, got, br.url("tcp"), "t-restart-2", "out/#", true, nil)
+	g.hold(false)
+	publishRange(t, b, before+during, before+during+after) // live data during the drain
+	total := before + during + after
+	eventually(t, "every message", func() bool { d, _, _ := tally(t, got); return len(d) == total })
+	eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
+	d, dups, inOrder := tally(t, got)
+	for i := range total {
+		if !d[i] {
+			t.Fatalf("message %d lost", i)
+		}
+	}
+	st := s.Stats()
+	t.Logf("%d messages, %d duplicates (QoS 1 resends), stats %+v", total, dups, st)
+	if !inOrder {
+		t.Error("first arrivals out of order: the store is FIFO per sink")
+	}
+	if st.Dropped != 0 || st.Refused != 0 || st.Drained < during || st.Published < uint64(total) {
+		t.Fatalf("stats after the drain: %+v", st)
+	}
+}
+
+// TestMQTTStoreCap: a queue at its cap drops the oldest (policy oldest)
+// or refuses the newest (policy refuse), counted either way; what the
+// queue kept reaches the broker once the link comes up.
+func TestMQTTStoreCap(t *testing.T) {
+	const n = 600
+	for _, policy := range []string{"oldest", "refuse"} {
+		t.Run(policy, func(t *testing.T) {
+			br := startBroker(t, "")
+			g := newGate(t, br.port)
+			g.hold(true) // the link stays down until the queue is full
+			b := bus.New(bus.Options{})
+			s := storeSink(t, g.url(), b, config.NorthStore{MaxBytes: 1 << 20, Policy: policy, DrainRate: 100000})
+			got, _ := subscribe(t, br.url("tcp"), "t-cap-"+policy, "out/#", true, nil)
+			pad := strings.Repeat("x", 4096)
+			for i := range n {
+				must(t, b.Publish("s/a", []byte(fmt.Sprintf("n=%d", i)), "ws"))
+				must(t, b.Publish("s/pad", []byte(pad), "ws")) // fills the queue; filtered out below
+			}
+			eventually(t, "every message stored or counted", func() bool {
+				st := s.Stats()
+				return st.Spooled+st.Refused == 2*n
+			})
+			st := s.Stats()
+			kept := st.QueueRecords
+			if st.QueueBytes > 1<<20 {
+				t.Fatalf("queue holds %d bytes, cap 1 MiB", st.QueueBytes)
+			}
+			switch policy {
+			case "oldest":
+				if st.Dropped == 0 || st.Refused != 0 || kept+int64(st.Dropped) != 2*n {
+					t.Fatalf("drop oldest: %+v", st)
+				}
+			case "refuse":
+				if st.Refused == 0 || st.Dropped != 0 || kept+int64(st.Refused) != 2*n {
+					t.Fatalf("refuse: %+v", st)
+				}
+			}
+			g.hold(false)
+			eventually(t, "the queue drained", func() bool { return s.Stats().QueueRecords == 0 })
+			eventually(t, "everything kept delivered", func() bool { return int64(got.len()) >= kept })
+			var nums []int
+			for _, m := range got.snapshot() {
+				if m.Topic() == "out/s/a" {
+					i, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload()), "n="))
+					nums = append(nums, i)
+				}
+			}
+			// Refuse keeps the oldest messages, drop-oldest the newest.
+			if policy == "refuse" && nums[0] != 0 || policy == "oldest" && nums[len(nums)-1] != n-1 {
+				t.Fatalf("%s kept messages %d..%d", policy, nums[0], nums[len(nums)-1])
+			}
+		})
+	}
+}
