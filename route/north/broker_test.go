@@ -46,7 +46,9 @@ func startBroker(t *testing.T, extra string) *broker {
 	}
 	b := &broker{t: t, port: freePort(t)}
 	b.conf = filepath.Join(t.TempDir(), "mosquitto.conf")
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n%s", b.port, extra)
+	// user root: started as root, mosquitto would switch to its own user,
+	// who cannot read the test's 0600 files (certificates).
+	conf := fmt.Sprintf("user root\nlistener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n%s", b.port, extra)
 	if err := os.WriteFile(b.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +62,16 @@ func (b *broker) url(scheme string) string { return scheme + "://127.0.0.1:" + s
 func (b *broker) start() {
 	b.t.Helper()
 	b.cmd = exec.Command(mosquittoBin, "-c", b.conf)
+	log, err := os.OpenFile(b.conf+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer log.Close()
+	b.cmd.Stdout, b.cmd.Stderr = log, log
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
 	}
-	eventually(b.t, "mosquitto listening", func() bool {
+	eventually(b.t, "mosquitto listening (its log: "+b.conf+".log)", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(b.port))
 		if err == nil {
 			c.Close()
@@ -233,3 +241,5 @@ func (g *gate) hold(on bool) {
 	g.held = on
 	g.mu.Unlock()
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
