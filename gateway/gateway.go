@@ -33,6 +33,7 @@ import (
 	"github.com/edgemux/edgemux/protocols/websocket"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/north"
 )
 
 // Errors.
@@ -73,6 +74,7 @@ type Gateway struct {
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
 	coap    *coap.Handler // CoAP over TCP and UDP
+	north   *north.Set    // northbound sinks (north.go); empty without north.sinks
 
 	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
 	pools        []*pool
@@ -188,8 +190,12 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if err := g.buildPools(handlers, dgram); err != nil {
 		return nil, err
 	}
+	if err := g.buildNorth(); err != nil {
+		return nil, err
+	}
 	g.metrics = newMetrics(g)
 	if g.admin, err = newAdmin(g); err != nil {
+		g.north.Close()
 		return nil, err
 	}
 	g.fwd = newForwarder(g)

@@ -27,6 +27,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.startWorkers()
 	g.up.Start()
 	g.poller.Start()
+	g.north.Start()
 	g.admin.start()
 	g.wg.Add(1)
 	go g.publishStats(time.Second)
@@ -149,6 +150,7 @@ func (g *Gateway) stop() {
 		g.fwd.closeAll()
 		g.poller.Close()
 		g.up.Close()
+		g.north.Close() // announces the gateway offline, syncs the stores
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route/north"
 	"github.com/edgemux/edgemux/sniff"
 )
 
@@ -36,6 +37,7 @@ type Stats struct {
 	StageSample   int                       `json:"stage_sample"`   // one event in this many is sampled; 0 = off
 	Stale         uint64                    `json:"stale_events"`
 	Forwarding    int64                     `json:"forwarding"`
+	North         []north.Stats             `json:"north"` // northbound sinks, in configuration order (edgemux_north_* in /metrics)
 }
 
 // QuarantineStats summarises the quarantine book.
@@ -127,6 +129,7 @@ func (g *Gateway) Snapshot() Stats {
 		"bad_cookies": hs.Endpoints.BadCookies, "refused": hs.Endpoints.Refused, "malformed": hs.Endpoints.Malformed,
 	}
 	st.CoAP = counterMap(g.coap.Stats().Counters())
+	st.North = g.north.Stats()
 	return st
 }
 
