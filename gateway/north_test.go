@@ -43,7 +43,9 @@ north:
       allow: ["plant/sp", "hmi/#"]
 `, dev, br.URL()))
 	up := northtest.Connect(t, br.URL(), "cloud-sub", "up/#")
-	northtest.Eventually(t, "the sink connected", func() bool { return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_link_up{sink="cloud"} 1`) })
+	northtest.Eventually(t, "the sink connected", func() bool {
+		return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_link_up{sink="cloud"} 1`)
+	})
 	ws := btWSDial(t, g)
 	btWSSub(t, ws, "hmi/#")
 	btWSSub(t, ws, "secret/#")
