@@ -49,7 +49,7 @@ type NorthTLS struct {
 // retained to Topic on every connect, Payload (the last will) by the
 // broker when the connection dies without a DISCONNECT.
 type NorthWill struct {
-	Topic   string `yaml:"topic"`   // "" = no will, no online message
+	Topic   string `yaml:"topic"`   // "" = no will, no online message; {gateway} is the gateway's name
 	Payload string `yaml:"payload"` // "" = offline
 	Online  string `yaml:"online"`  // "" = online
 	QoS     int    `yaml:"qos"`     // 0 | 1

@@ -30,7 +30,7 @@ func sinkConfig(t *testing.T, sc config.NorthSink) config.NorthSink {
 func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store) *Sink {
 	t.Helper()
 	sc = sinkConfig(t, sc)
-	mo, err := mqttOptions(sc)
+	mo, err := mqttOptions(sc, "gw1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestMQTTWill(t *testing.T) {
 	g := newGate(t, br.port)
 	b := bus.New(bus.Options{})
 	s := startSink(t, config.NorthSink{Name: "will", Kind: "mqtt", URL: g.url(), KeepAlive: 1e9 * 5,
-		Will: config.NorthWill{Topic: "gw/gw1/state", QoS: 1, Retain: true}}, b, nil)
+		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
 	waitUp(t, s)
 	got, _ := subscribe(t, br.url("tcp"), "t-will", "gw/#", true, nil)
 	eventually(t, "the retained online", func() bool { return got.len() == 1 })

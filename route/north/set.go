@@ -43,7 +43,7 @@ func Build(cfg config.North, gateway string, b *bus.Bus, open OpenStore, log *sl
 }
 
 func buildSink(sc config.NorthSink, gateway string, b *bus.Bus, open OpenStore, log *slog.Logger) (*Sink, error) {
-	mo, err := mqttOptions(sc)
+	mo, err := mqttOptions(sc, gateway)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +64,11 @@ func buildSink(sc config.NorthSink, gateway string, b *bus.Bus, open OpenStore, 
 	return s, err
 }
 
-// mqttOptions reads a sink's password and certificates.
-func mqttOptions(sc config.NorthSink) (MQTTOptions, error) {
+// mqttOptions reads a sink's password and certificates; {gateway} in the
+// will topic is the gateway's name.
+func mqttOptions(sc config.NorthSink, gateway string) (MQTTOptions, error) {
 	o := MQTTOptions{URL: sc.URL, ClientID: sc.ClientID, CleanSession: sc.CleanSession, KeepAlive: sc.KeepAlive,
-		Username: sc.Username, WillTopic: sc.Will.Topic, WillPayload: sc.Will.Payload, Online: sc.Will.Online,
+		Username: sc.Username, WillTopic: strings.ReplaceAll(sc.Will.Topic, "{gateway}", gateway), WillPayload: sc.Will.Payload, Online: sc.Will.Online,
 		WillQoS: byte(sc.Will.QoS), WillRetain: sc.Will.Retain}
 	if sc.PasswordFile != "" {
 		pw, err := os.ReadFile(sc.PasswordFile)

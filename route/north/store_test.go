@@ -21,7 +21,7 @@ func storeSink(t *testing.T, url string, b *bus.Bus, st config.NorthStore) *Sink
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo, err := mqttOptions(sc)
+	mo, err := mqttOptions(sc, "gw1")
 	if err != nil {
 		t.Fatal(err)
 	}

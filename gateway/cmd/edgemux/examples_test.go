@@ -36,6 +36,7 @@ func TestExampleConfigsCheck(t *testing.T) {
 		"examples/configs/modbus-upstream.yaml",
 		"examples/configs/forward.yaml",
 		"examples/configs/admin-locked.yaml",
+		"examples/configs/north-mqtt.yaml",
 	} {
 		if !slices.Contains(files, want) {
 			t.Errorf("%s is not among the example configs found: %q", want, files)
