@@ -19,8 +19,8 @@ type North struct {
 // (the README lists them).
 type NorthSink struct {
 	Name         string         `yaml:"name"`          // for metrics and logs; unique
-	Kind         string         `yaml:"kind"`          // mqtt
-	URL          string         `yaml:"url"`           // tcp://host:1883 | ssl://host:8883 (mqtt:// and mqtts:// too)
+	Kind         string         `yaml:"kind"`          // mqtt | nats
+	URL          string         `yaml:"url"`           // mqtt: tcp://host:1883 | ssl://host:8883 (mqtt://, mqtts://); nats: nats://host:4222 | tls://host:4222
 	ClientID     string         `yaml:"client_id"`     // "" = edgemux-<name>
 	CleanSession bool           `yaml:"clean_session"` // false: a persistent session (commands queued by the broker while away)
 	KeepAlive    time.Duration  `yaml:"keepalive"`     // 0 = 30s
@@ -35,6 +35,15 @@ type NorthSink struct {
 	Commands     []NorthCommand `yaml:"commands"`      // remote filter -> bus topic
 	Allow        []string       `yaml:"allow"`         // bus filters commands may publish to
 	Store        NorthStore     `yaml:"store"`         // store-and-forward
+	JetStream    NorthJetStream `yaml:"jetstream"`     // nats: publish to JetStream with acks
+}
+
+// NorthJetStream makes a NATS sink publish through JetStream: every
+// publish waits for the stream's ack. The stream must exist (its limits,
+// replicas and retention are the operator's); until it does the sink is
+// not up and queues (with a store).
+type NorthJetStream struct {
+	Stream string `yaml:"stream"` // "" = core NATS
 }
 
 // NorthTLS are a sink's certificates; relative paths are the process's.
@@ -98,7 +107,8 @@ const (
 )
 
 var (
-	northKinds    = []string{"mqtt"}
+	northKinds    = []string{"mqtt", "nats"}
+	natsSchemes   = []string{"nats", "tls"}
 	northPayloads = []string{"raw", "envelope"}
 	northOn       = []string{"update", "change"}
 	storePolicies = []string{"oldest", "refuse"}
@@ -173,9 +183,7 @@ func (v *validator) checkNorth() {
 		names[s.Name] = true
 		v.oneOf(at+".kind", s.Kind, northKinds)
 		v.oneOf(at+".payload", s.Payload, northPayloads)
-		if u, err := url.Parse(s.URL); err != nil || u.Host == "" || !contains(mqttSchemes, u.Scheme) {
-			v.fail(at+".url", "must be tcp://host:port or ssl://host:port (mqtt://, mqtts:// too), not %q", s.URL)
-		}
+		v.checkNorthKind(at, s)
 		if len(s.ClientID) > 65535 {
 			v.fail(at+".client_id", "must be at most 65535 bytes")
 		}
@@ -191,6 +199,31 @@ func (v *validator) checkNorth() {
 		v.checkNorthWill(at+".will", s.Will)
 		v.checkNorthMaps(at, s)
 		v.checkNorthStore(at+".store", s.Store)
+	}
+}
+
+// checkNorthKind checks what depends on the engine: the URL's scheme,
+// and for NATS that nothing asks for MQTT's retain.
+func (v *validator) checkNorthKind(at string, s NorthSink) {
+	u, err := url.Parse(s.URL)
+	if s.Kind == "nats" {
+		if err != nil || u.Host == "" || !contains(natsSchemes, u.Scheme) {
+			v.fail(at+".url", "must be nats://host:port or tls://host:port, not %q", s.URL)
+		}
+		retain := s.Will.Retain
+		for _, m := range s.Map {
+			retain = retain || m.Retain
+		}
+		if retain {
+			v.fail(at+".map", "retain is MQTT's: NATS has none (a JetStream stream with max_msgs_per_subject: 1 keeps last values)")
+		}
+		return
+	}
+	if err != nil || u.Host == "" || !contains(mqttSchemes, u.Scheme) {
+		v.fail(at+".url", "must be tcp://host:port or ssl://host:port (mqtt://, mqtts:// too), not %q", s.URL)
+	}
+	if s.JetStream.Stream != "" {
+		v.fail(at+".jetstream", "is for kind nats")
 	}
 }
 

@@ -24,7 +24,11 @@
 // the device's answer, logged and counted). A message whose src is the
 // sink's own is never sent back out through that sink: no echo loops.
 //
-// The uplink is an interface (Uplink) so another engine can sit under the
-// same sink logic; MQTT 3.1.1 through eclipse/paho.mqtt.golang is the one
-// here (mqtt.go).
+// The uplink is an interface (Uplink) so each engine sits under the same
+// sink logic: MQTT 3.1.1 through eclipse/paho.mqtt.golang (mqtt.go) and
+// NATS, core or JetStream, through nats-io/nats.go (nats.go).
+//
+// With a store (route/spool) every message goes through the queue on disk
+// and is acked there only once the broker took it (store.go): at least
+// once, in order per sink, an outage's backlog drained at drain_rate.
 package north

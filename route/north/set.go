@@ -43,11 +43,10 @@ func Build(cfg config.North, gateway string, b *bus.Bus, open OpenStore, log *sl
 }
 
 func buildSink(sc config.NorthSink, gateway string, b *bus.Bus, open OpenStore, log *slog.Logger) (*Sink, error) {
-	mo, err := mqttOptions(sc, gateway)
+	up, err := uplink(sc, gateway, log.With("sink", sc.Name))
 	if err != nil {
 		return nil, err
 	}
-	mo.Log = log.With("sink", sc.Name)
 	var store Store
 	if sc.Store.Enabled {
 		if open == nil {
@@ -57,11 +56,49 @@ func buildSink(sc config.NorthSink, gateway string, b *bus.Bus, open OpenStore, 
 			return nil, fmt.Errorf("store %s: %w", sc.Store.Dir, err)
 		}
 	}
-	s, err := NewSink(sc, gateway, b, NewMQTT(mo), store, log)
+	s, err := NewSink(sc, gateway, b, up, store, log)
 	if err != nil && store != nil {
 		store.Close()
 	}
 	return s, err
+}
+
+// uplink makes the engine a sink's kind names.
+func uplink(sc config.NorthSink, gateway string, log *slog.Logger) (Uplink, error) {
+	if sc.Kind == "nats" {
+		no, err := natsOptions(sc, gateway)
+		no.Log = log
+		return NewNATS(no), err
+	}
+	mo, err := mqttOptions(sc, gateway)
+	mo.Log = log
+	return NewMQTT(mo), err
+}
+
+// natsOptions reads a NATS sink's password and certificates.
+func natsOptions(sc config.NorthSink, gateway string) (NATSOptions, error) {
+	o := NATSOptions{URL: sc.URL, Name: sc.ClientID, Username: sc.Username, Stream: sc.JetStream.Stream,
+		State: strings.ReplaceAll(sc.Will.Topic, "{gateway}", gateway), Online: sc.Will.Online, Offline: sc.Will.Payload}
+	var err error
+	if o.Password, err = readPassword(sc.PasswordFile); err != nil {
+		return o, err
+	}
+	if u, err := url.Parse(sc.URL); err == nil && u.Scheme == "tls" {
+		o.TLS, err = tlsConfig(sc.TLS, u.Hostname())
+		return o, err
+	}
+	return o, nil
+}
+
+func readPassword(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	pw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("password_file: %w", err)
+	}
+	return strings.TrimRight(string(pw), "\r\n"), nil
 }
 
 // mqttOptions reads a sink's password and certificates; {gateway} in the
@@ -70,12 +107,9 @@ func mqttOptions(sc config.NorthSink, gateway string) (MQTTOptions, error) {
 	o := MQTTOptions{URL: sc.URL, ClientID: sc.ClientID, CleanSession: sc.CleanSession, KeepAlive: sc.KeepAlive,
 		Username: sc.Username, WillTopic: strings.ReplaceAll(sc.Will.Topic, "{gateway}", gateway), WillPayload: sc.Will.Payload, Online: sc.Will.Online,
 		WillQoS: byte(sc.Will.QoS), WillRetain: sc.Will.Retain}
-	if sc.PasswordFile != "" {
-		pw, err := os.ReadFile(sc.PasswordFile)
-		if err != nil {
-			return o, fmt.Errorf("password_file: %w", err)
-		}
-		o.Password = strings.TrimRight(string(pw), "\r\n")
+	var err error
+	if o.Password, err = readPassword(sc.PasswordFile); err != nil {
+		return o, err
 	}
 	u, err := url.Parse(sc.URL)
 	if err != nil {

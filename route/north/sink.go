@@ -239,9 +239,12 @@ func (s *Sink) settle(inflight []Pending, wait bool) []Pending {
 	} else {
 		err = p.Error()
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		s.c.published.Add(1)
-	} else {
+	case errors.Is(err, ErrUnmappable):
+		s.c.dropped.Add(1)
+	default:
 		s.c.failed.Add(1)
 		s.c.dropped.Add(1)
 	}

@@ -129,9 +129,11 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 	}
 	for i, p := range pend {
 		err := waitPending(p, ackTimeout, s.stop, down)
-		if errors.Is(err, errBadRecord) {
-			s.log.Warn("north: malformed record in the store dropped", "seq", recs[i].Seq)
+		if errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable) {
+			s.log.Warn("north: record dropped", "seq", recs[i].Seq, "err", err)
 			s.c.dropped.Add(1)
+		} else if errors.Is(err, errStopped) {
+			return false
 		} else if err != nil {
 			s.c.failed.Add(1)
 			return false

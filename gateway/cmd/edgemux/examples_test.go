@@ -37,6 +37,7 @@ func TestExampleConfigsCheck(t *testing.T) {
 		"examples/configs/forward.yaml",
 		"examples/configs/admin-locked.yaml",
 		"examples/configs/north-mqtt.yaml",
+		"examples/configs/north-nats.yaml",
 	} {
 		if !slices.Contains(files, want) {
 			t.Errorf("%s is not among the example configs found: %q", want, files)

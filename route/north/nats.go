@@ -1,0 +1,314 @@
+package north
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NATS: bus topics become subjects level for token ("plant/a/temp" ->
+// "plant.a.temp"), and back for commands. A topic NATS cannot carry (an
+// empty level, or a level with ".", "*", ">" or white space) is refused:
+// counted as dropped and logged, never altered into another subject. MQTT
+// filters in commands become subject filters ("+" -> "*", "#" -> ">";
+// "a/#" does not match "a" itself on NATS).
+
+// ErrUnmappable is a topic NATS subjects cannot carry.
+var ErrUnmappable = errors.New("north: topic not expressible as a NATS subject")
+
+// subjectOf maps a topic to a subject.
+func subjectOf(topic string) (string, bool) {
+	levels := strings.Split(topic, "/")
+	for _, l := range levels {
+		if l == "" || strings.ContainsAny(l, ".*> \t\r\n") {
+			return "", false
+		}
+	}
+	return strings.Join(levels, "."), true
+}
+
+// subjectFilter maps an MQTT filter to a subject filter.
+func subjectFilter(filter string) (string, bool) {
+	levels := strings.Split(filter, "/")
+	for i, l := range levels {
+		switch l {
+		case "+":
+			levels[i] = "*"
+		case "#":
+			levels[i] = ">"
+		default:
+			if l == "" || strings.ContainsAny(l, ".*> \t\r\n") {
+				return "", false
+			}
+		}
+	}
+	return strings.Join(levels, "."), true
+}
+
+// topicOf maps a subject back to a topic.
+func topicOf(subject string) string { return strings.ReplaceAll(subject, ".", "/") }
+
+// NATSOptions are a NATS uplink's settings.
+type NATSOptions struct {
+	URL      string // nats://host:4222 | tls://host:4222
+	Name     string // the connection's name (client_id)
+	Username string
+	Password string
+	TLS      *tls.Config // for tls:// URLs
+	Stream   string      // "" = core NATS; else JetStream publishes with acks, into this stream (it must exist)
+	State    string      // subject for online/offline ("" = none); NATS has no will
+	Online   string
+	Offline  string
+	Log      *slog.Logger
+}
+
+// natsUplink is an Uplink over nats.go. nats.go reconnects by itself;
+// its reconnect buffer is off, so nothing is sent behind the sink's back
+// while the link is down (Publish refuses; the store keeps it).
+type natsUplink struct {
+	o       NATSOptions
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	up      atomic.Bool
+	onUp    func()
+	onDown  func(error)
+	subMu   sync.Mutex
+	subs    []*nats.Subscription
+	flushMu sync.Mutex
+	waiting []*flushPending
+	flushes chan struct{}
+	stop    chan struct{}
+	ready   chan struct{} // closed once Start has set nc and js: the handlers may fire before
+	life    sync.Mutex    // orders wg.Add after a connect against Close's Wait
+	closed  bool          // guarded by life
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// NewNATS returns a NATS uplink; Start connects it.
+func NewNATS(o NATSOptions) Uplink {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &natsUplink{o: o, log: log, flushes: make(chan struct{}, 1), stop: make(chan struct{}), ready: make(chan struct{})}
+}
+
+func (u *natsUplink) Origin() string { return u.o.URL + " as " + u.o.Name }
+func (u *natsUplink) Up() bool       { return u.up.Load() }
+
+func (u *natsUplink) Start(onUp func(), onDown func(error)) {
+	u.onUp, u.onDown = onUp, onDown
+	opts := []nats.Option{nats.Name(u.o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(200 * time.Millisecond),
+		nats.RetryOnFailedConnect(true), nats.ReconnectBufSize(-1), nats.Timeout(connectTimeout),
+		nats.ConnectHandler(func(*nats.Conn) { u.connected() }),
+		nats.ReconnectHandler(func(*nats.Conn) { u.connected() }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { u.lost(err) })}
+	if u.o.Username != "" {
+		opts = append(opts, nats.UserInfo(u.o.Username, u.o.Password))
+	}
+	if u.o.TLS != nil {
+		opts = append(opts, nats.Secure(u.o.TLS))
+	}
+	nc, err := nats.Connect(u.o.URL, opts...)
+	if err != nil { // only for bad options: RetryOnFailedConnect covers a server away
+		u.log.Error("north: nats connect", "url", u.o.URL, "err", err)
+		return
+	}
+	u.nc = nc
+	if u.o.Stream != "" {
+		u.js, _ = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout), jetstream.WithPublishAsyncMaxPending(maxNorthInflightNATS))
+	}
+	u.wg.Add(1)
+	go u.flusher()
+	close(u.ready)
+}
+
+// maxNorthInflightNATS bounds JetStream publishes awaiting their ack.
+const maxNorthInflightNATS = 65536
+
+// connected runs on nats.go's goroutine: the link is up once the stream
+// (JetStream) is there, checked off that goroutine.
+func (u *natsUplink) connected() {
+	u.life.Lock()
+	defer u.life.Unlock()
+	if u.closed {
+		return
+	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		select {
+		case <-u.ready:
+		case <-u.stop:
+			return
+		}
+		for u.js != nil && !u.streamThere() {
+			select {
+			case <-u.stop:
+				return
+			case <-time.After(time.Second):
+			}
+			if !u.nc.IsConnected() {
+				return // the next (re)connect checks again
+			}
+		}
+		u.announce(u.o.Online)
+		u.up.Store(true)
+		u.log.Info("north: connected", "url", u.o.URL, "name", u.o.Name)
+		u.onUp()
+	}()
+}
+
+func (u *natsUplink) streamThere() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	_, err := u.js.Stream(ctx, u.o.Stream)
+	if err != nil {
+		u.log.Error("north: JetStream stream not usable (it must exist)", "stream", u.o.Stream, "err", err)
+	}
+	return err == nil
+}
+
+func (u *natsUplink) lost(err error) {
+	if u.up.Swap(false) {
+		u.log.Warn("north: connection lost", "url", u.o.URL, "err", err)
+		u.onDown(err)
+	}
+}
+
+// announce publishes the gateway's state on the state subject.
+func (u *natsUplink) announce(state string) {
+	if subj, ok := subjectOf(u.o.State); ok && u.o.State != "" {
+		u.nc.Publish(subj, []byte(state))
+		u.nc.FlushTimeout(stateTimeout)
+	}
+}
+
+func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pending {
+	subj, ok := subjectOf(topic)
+	if !ok {
+		return settled{ErrUnmappable}
+	}
+	if !u.up.Load() {
+		return settled{ErrLinkDown}
+	}
+	if u.js != nil {
+		f, err := u.js.PublishAsync(subj, payload)
+		if err != nil {
+			return settled{err}
+		}
+		return newJSPending(f)
+	}
+	if err := u.nc.Publish(subj, payload); err != nil || qos == 0 {
+		return settled{err}
+	}
+	p := &flushPending{done: make(chan struct{})}
+	u.flushMu.Lock()
+	u.waiting = append(u.waiting, p)
+	u.flushMu.Unlock()
+	select {
+	case u.flushes <- struct{}{}:
+	default:
+	}
+	return p
+}
+
+// flushPending is a core publish at QoS 1: done when a flush (a PING
+// answered by the server's PONG) shows the server read it. Core NATS has
+// no acknowledgement beyond that: a subscriber that is away misses it.
+type flushPending struct {
+	done chan struct{}
+	err  error
+}
+
+func (p *flushPending) Done() <-chan struct{} { return p.done }
+func (p *flushPending) Error() error          { return p.err }
+
+// flusher settles core QoS 1 publishes, one flush for all those waiting.
+func (u *natsUplink) flusher() {
+	defer u.wg.Done()
+	for {
+		select {
+		case <-u.stop:
+			return
+		case <-u.flushes:
+		}
+		u.flushMu.Lock()
+		batch := u.waiting
+		u.waiting = nil
+		u.flushMu.Unlock()
+		err := u.nc.FlushTimeout(ackTimeout)
+		for _, p := range batch {
+			p.err = err
+			close(p.done)
+		}
+	}
+}
+
+// jsPending waits for a JetStream PubAck.
+type jsPending struct {
+	done chan struct{}
+	err  error
+}
+
+func newJSPending(f jetstream.PubAckFuture) *jsPending {
+	p := &jsPending{done: make(chan struct{})}
+	go func() { // bounded: one per publish in flight (the sink's inflight)
+		select {
+		case <-f.Ok():
+		case p.err = <-f.Err():
+		}
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *jsPending) Done() <-chan struct{} { return p.done }
+func (p *jsPending) Error() error          { return p.err }
+
+func (u *natsUplink) Subscribe(filters []string, handler func(topic string, payload []byte)) error {
+	u.subMu.Lock()
+	defer u.subMu.Unlock()
+	if len(u.subs) > 0 {
+		return nil // nats.go keeps subscriptions across reconnects
+	}
+	for _, f := range filters {
+		subj, ok := subjectFilter(f)
+		if !ok {
+			return ErrUnmappable
+		}
+		s, err := u.nc.Subscribe(subj, func(m *nats.Msg) { handler(topicOf(m.Subject), m.Data) })
+		if err != nil {
+			return err
+		}
+		u.subs = append(u.subs, s)
+	}
+	return u.nc.FlushTimeout(stateTimeout)
+}
+
+func (u *natsUplink) Close() {
+	u.once.Do(func() {
+		if u.nc == nil {
+			return
+		}
+		if u.up.Load() {
+			u.announce(u.o.Offline)
+		}
+		u.life.Lock()
+		u.closed = true
+		close(u.stop)
+		u.life.Unlock()
+		u.nc.Close()
+		u.wg.Wait()
+	})
+}
