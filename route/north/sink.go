@@ -43,6 +43,14 @@ type Sink struct {
 	linkUp   chan struct{} // signalled on each up
 	upSince  atomic.Int64  // unix ns of the last connect: store records older than this are backlog
 
+	// live holds the store records the forward goroutine published as
+	// they came (the link up): the drain goroutine takes their outcome
+	// instead of sending them again. liveMu is held across the Append and
+	// the insert, so a record the drainer peeks is either here or was not
+	// published live.
+	liveMu sync.Mutex
+	live   map[uint64]Pending
+
 	c       counters
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -63,7 +71,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		live: map[uint64]Pending{}, wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -252,10 +260,23 @@ func (s *Sink) settle(inflight []Pending, wait bool) []Pending {
 	return inflight[1:]
 }
 
-// spool appends out to the store; at its cap the store drops the oldest
-// (counted by the store) or refuses this one (counted here).
+// maxLive bounds the records published live and not yet confirmed by the
+// drainer (QoS 1 ids are 16 bits, shared with the drainer's batches);
+// past it live messages wait for the drainer like a backlog.
+const maxLive = 16384
+
+// spool appends out to the store and, while the link is up, publishes it
+// at once (live data never waits behind a backlog); the drainer confirms
+// it and removes it from the store once the broker took it. At its cap
+// the store drops the oldest (counted by the store) or refuses this one
+// (counted here).
 func (s *Sink) spool(out outbound) {
-	_, err := s.store.Append(encodeRecord(out))
+	s.liveMu.Lock()
+	seq, err := s.store.Append(encodeRecord(out))
+	if err == nil && s.up.Up() && len(s.live) < maxLive {
+		s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+	}
+	s.liveMu.Unlock()
 	switch {
 	case err == nil:
 		s.c.spooled.Add(1)

@@ -64,13 +64,14 @@ func decodeRecord(b []byte) (outbound, error) {
 // peekBytes bounds one Peek.
 const peekBytes = 1 << 20
 
-// drain sends the store's records to the uplink, oldest first, while the
-// link is up. A record is acknowledged in the store only once the broker
-// took it (QoS 1: its PUBACK), so a broker restart or a crash of the
-// gateway sends it again rather than losing it: at least once, in order
-// per sink. Records appended before the current connection came up are the
-// backlog of an outage and go at drain_rate; the rest go as fast as the
-// broker acknowledges them.
+// drain walks the store's records oldest first while the link is up: a
+// record the forward goroutine published live is confirmed (its outcome
+// awaited), any other is published here. A record is acknowledged in the
+// store only once the broker took it (QoS 1: its PUBACK), so a broker
+// restart or a crash of the gateway sends it again rather than losing it:
+// at least once. Records appended before the current connection came up,
+// and not published live, are the backlog of an outage: they go at
+// drain_rate, beside the live data, oldest first.
 func (s *Sink) drain() {
 	defer s.wg.Done()
 	pace := newPacer(s.cfg.Store.DrainRate)
@@ -116,6 +117,10 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 	pend := make([]Pending, len(recs))
 	backlog := make([]bool, len(recs))
 	for i, r := range recs {
+		if p, ok := s.takeLive(r.Seq); ok {
+			pend[i] = p
+			continue
+		}
 		out, err := decodeRecord(r.Data)
 		if err != nil {
 			pend[i] = settled{err}
@@ -149,6 +154,16 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 		}
 	}
 	return len(pend) == len(recs)
+}
+
+// takeLive removes and returns the live publish of record seq, if any.
+// One that failed is sent again by the drainer on its next round.
+func (s *Sink) takeLive(seq uint64) (Pending, bool) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	p, ok := s.live[seq]
+	delete(s.live, seq)
+	return p, ok
 }
 
 // pacer spaces events at a rate: a token bucket one second deep, so a
