@@ -143,9 +143,16 @@ func (u *mqttUplink) run(onUp func(), onDown func(error)) {
 // connect dials and announces the gateway online.
 func (u *mqttUplink) connect(c mqtt.Client) error {
 	tok := c.Connect()
-	if !tok.WaitTimeout(connectTimeout + time.Second) {
+	t := time.NewTimer(connectTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+	case <-t.C:
 		c.Disconnect(0)
 		return errors.New("connect timed out")
+	case <-u.stop: // Close does not wait out a connect to a dead broker
+		c.Disconnect(0)
+		return errStopped
 	}
 	if err := tok.Error(); err != nil {
 		return err

@@ -122,6 +122,7 @@ func (s *Sink) Close() error {
 		close(s.stop)
 		s.up.Close()
 		s.wg.Wait()
+		s.flushToStore(nil) // the forward goroutine is gone: this one owns the subscriber
 		s.sub.Close()
 		if s.store != nil {
 			err = s.store.Close()
@@ -203,6 +204,27 @@ func (s *Sink) forward() {
 		if batch.More {
 			s.signal()
 		}
+	}
+}
+
+// flushToStore, at Close, moves what the bus still holds for the sink
+// into its store, so a clean stop loses nothing queued (it goes at the
+// next start). Without a store there is nowhere to keep it.
+func (s *Sink) flushToStore(buf []bus.Message) {
+	if s.store == nil {
+		return
+	}
+	for {
+		batch := s.sub.Drain(buf[:0], drainBytes)
+		s.c.dropped.Add(batch.Dropped)
+		for i := range batch.Msgs {
+			s.route(&batch.Msgs[i], nil)
+		}
+		if !batch.More {
+			return
+		}
+		clear(batch.Msgs)
+		buf = batch.Msgs
 	}
 }
 

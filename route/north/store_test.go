@@ -247,3 +247,31 @@ func distinctPayloads(r *received) int {
 	}
 	return len(seen)
 }
+
+// TestCloseKeepsQueuedInStore: what the bus still holds for a sink when it
+// is closed goes into its store, for the next start.
+func TestCloseKeepsQueuedInStore(t *testing.T) {
+	const n = 500
+	b := bus.New(bus.Options{})
+	sc := sinkConfig(t, config.NorthSink{Name: "cl", Kind: "mqtt", URL: "tcp://127.0.0.1:1",
+		Store: config.NorthStore{Enabled: true, Dir: t.TempDir()}, Map: []config.NorthMap{{From: "s/#", QoS: 1}}})
+	store, err := OpenSpool(sc.Store)
+	must(t, err)
+	mo, err := mqttOptions(sc, "gw1")
+	must(t, err)
+	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
+	must(t, err)
+	publishRange(t, b, 0, n) // never started: all of it waits in the bus queue
+	must(t, s.Close())
+	again, err := OpenSpool(sc.Store)
+	must(t, err)
+	defer again.Close()
+	if st := again.Stats(); st.Records != n {
+		t.Fatalf("the store holds %d of the %d queued messages after Close", st.Records, n)
+	}
+	recs, err := again.Peek(1, 0)
+	must(t, err)
+	if out, err := decodeRecord(recs[0].Data); err != nil || out.topic != "s/0" || string(out.payload) != "n=0" {
+		t.Fatalf("first record %+v, %v", out, err)
+	}
+}
