@@ -106,4 +106,3 @@ func TestSIGKILLLosesNothingSynced(t *testing.T) {
 	t.Logf("reported %d seqs up to %d, acked %d; reopened: seqs %d..%d, cut %d bytes",
 		len(reported), last, acked, all[0].Seq, all[len(all)-1].Seq, q.Stats().CutBytes)
 }
-
