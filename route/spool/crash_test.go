@@ -2,9 +2,12 @@ package spool
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,15 +57,7 @@ func TestCrashChild(t *testing.T) {
 // delivered again.
 func TestSIGKILLLosesNothingSynced(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startChild(t, crashDirEnv+"="+dir, "-test.run=^TestCrashChild$", "-test.count=1")
 	var reported []uint64
 	var acked, acking uint64 // the last ack that returned, the last begun
 	sc := bufio.NewScanner(out)
@@ -83,7 +78,7 @@ func TestSIGKILLLosesNothingSynced(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 		}
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, not by SIGKILL", err)
 	}
@@ -105,4 +100,37 @@ func TestSIGKILLLosesNothingSynced(t *testing.T) {
 	}
 	t.Logf("reported %d seqs up to %d, acked %d; reopened: seqs %d..%d, cut %d bytes",
 		len(reported), last, acked, all[0].Seq, all[len(all)-1].Seq, q.Stats().CutBytes)
+}
+
+// startChild re-runs this test binary with args and env added, and
+// returns its stdout. A binary the kernel cannot run (a 32-bit ARM test
+// binary that `go test -exec qemu-arm` started) is run under qemu-user
+// the same way.
+func startChild(t *testing.T, env string, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	for _, wrap := range []bool{false, true} {
+		name, argv := os.Args[0], args
+		if wrap {
+			qemu, err := exec.LookPath("qemu-" + runtime.GOARCH)
+			if err != nil {
+				t.Fatalf("the test binary does not run natively and %v", err)
+			}
+			name, argv = qemu, append([]string{os.Args[0]}, args...)
+		}
+		cmd := exec.Command(name, argv...)
+		cmd.Env = append(os.Environ(), env)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Start()
+		if err == nil {
+			return cmd, out
+		}
+		if wrap || !errors.Is(err, syscall.ENOEXEC) {
+			t.Fatal(err)
+		}
+	}
+	panic("unreachable")
 }
