@@ -137,9 +137,10 @@ func (q *Queue) syncTail(now time.Time) error {
 	return q.tail.Sync()
 }
 
-// syncLoop is the background half of SyncInterval (an fsync when records
-// wait longer than SyncEvery for the next Append) and writes the cursor
-// every SyncEvery when acks or drops moved it, whatever the sync policy.
+// syncLoop is the background half of SyncInterval (every SyncEvery, an
+// fsync if anything was appended since the last), so a record is synced
+// at most one tick after its Append; and every SyncEvery it writes the
+// cursor if acks or drops moved it, whatever the sync policy.
 func (q *Queue) syncLoop() {
 	defer close(q.done)
 	t := time.NewTicker(q.o.SyncEvery)
@@ -152,7 +153,7 @@ func (q *Queue) syncLoop() {
 		}
 		if q.o.Sync == SyncInterval {
 			q.appendMu.Lock()
-			if q.dirty && q.o.Now().Sub(q.lastSync) >= q.o.SyncEvery {
+			if q.dirty {
 				q.syncErr = q.syncTail(q.o.Now()) // the next Append returns it
 			}
 			q.appendMu.Unlock()
