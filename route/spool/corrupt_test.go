@@ -71,6 +71,9 @@ func TestCorruptTail(t *testing.T) {
 			if st.CutTails != 1 || st.CutBytes != c.cutFrom || st.Records != int64(c.kept) {
 				t.Fatalf("stats %+v; want 1 cut of %d bytes, %d records", st, c.cutFrom, c.kept)
 			}
+			if d := diskBytes(t, o.Dir); d != st.DiskBytes {
+				t.Fatalf("segment files hold %d bytes after the cut, Stats.DiskBytes %d", d, st.DiskBytes)
+			}
 			seq, err := q.Append(payload(c.kept, corruptSize))
 			if err != nil || seq != uint64(c.kept+1) {
 				t.Fatalf("Append after the cut: seq %d, %v; want %d", seq, err, c.kept+1)
