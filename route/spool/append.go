@@ -114,6 +114,7 @@ func (q *Queue) makeRoom(need int64) error {
 // covers the records a roll leaves behind too.
 func (q *Queue) roll() error {
 	if q.o.Sync != SyncNever {
+		q.syncs.Add(1)
 		if err := q.tail.Sync(); err != nil {
 			return err
 		}
@@ -134,6 +135,7 @@ func (q *Queue) roll() error {
 func (q *Queue) syncTail(now time.Time) error {
 	q.dirty = false
 	q.lastSync = now
+	q.syncs.Add(1)
 	return q.tail.Sync()
 }
 

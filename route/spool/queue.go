@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,7 @@ type Stats struct {
 	Refused   uint64 // Appends refused at the cap (Refuse)
 	CutTails  uint64 // segments Open cut short (or removed) after a bad record
 	CutBytes  int64  // bytes those cuts removed
+	Syncs     uint64 // fsyncs of appended records (of the tail segment)
 }
 
 // segment is one segment file; records in it have seqs first..next-1.
@@ -82,6 +84,7 @@ type Queue struct {
 	syncErr  error     // of the background fsync, for the next Append
 	lastSync time.Time // of the tail, by the Now clock
 	wbuf     []byte    // frame of the record being appended
+	syncs    atomic.Uint64
 
 	cursorMu  sync.Mutex
 	persisted uint64 // the cursor value on disk
@@ -223,6 +226,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := q.stats
 	s.Records, s.Bytes, s.DiskBytes = q.records, q.used(), q.disk
+	s.Syncs = q.syncs.Load()
 	if q.records > 0 {
 		s.Oldest = time.Unix(0, q.head.time)
 	}
