@@ -2,8 +2,9 @@
 // sink's store-and-forward. An appender adds records while the uplink is
 // down; a drainer Peeks the oldest, sends them, and Acks them.
 //
-// API: as first agreed, plus Stats.DiskBytes, ErrCorrupt, ErrAckAhead,
-// the Default* constants and String methods on the two policies.
+// API: as first agreed, plus Stats.DiskBytes and Stats.Syncs,
+// ErrCorrupt, ErrAckAhead, the Default* constants and String methods on
+// the two policies.
 //
 // # Why ours
 //

@@ -180,27 +180,26 @@ func (q *Queue) adopt(found []scanned, cursor uint64) error {
 
 func (q *Queue) segPath(first uint64) string { return filepath.Join(q.o.Dir, segName(first)) }
 
-// createSegment makes the segment file for first and adds it to segs.
+// createSegment makes the segment file for first and adds it to segs. A
+// file it could not finish is removed, so that the next try can create it.
 func (q *Queue) createSegment(first uint64) (*os.File, error) {
-	f, err := os.OpenFile(q.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o640)
+	path := q.segPath(first)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	var hdr [segHeaderSize]byte
 	putSegHeader(hdr[:], first)
-	if _, err := f.WriteAt(hdr[:], 0); err != nil {
-		f.Close()
-		return nil, err
+	_, err = f.WriteAt(hdr[:], 0)
+	if err == nil && q.o.Sync != SyncNever {
+		if err = f.Sync(); err == nil {
+			err = syncDir(q.o.Dir)
+		}
 	}
-	if q.o.Sync != SyncNever {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := syncDir(q.o.Dir); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
 	}
 	q.segs = append(q.segs, segment{first: first, next: first, size: segHeaderSize})
 	q.disk += segHeaderSize
