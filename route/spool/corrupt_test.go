@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,61 +154,83 @@ func TestCorruptCursor(t *testing.T) {
 	checkPayloads(t, all, 0, corruptSize)
 }
 
-// FuzzOpen opens a queue whose only segment holds arbitrary bytes: Open
-// never fails or panics, every record it returns is a whole record of
-// the input with a matching CRC, and the queue works afterwards.
+// FuzzOpen opens a queue whose only segment and cursor hold arbitrary
+// bytes: Open never fails or panics, every record it returns is a whole
+// record of the input with a matching CRC, the first after the cursor,
+// and the queue works afterwards.
 func FuzzOpen(f *testing.F) {
 	seedDir := f.TempDir()
-	files := func() []string {
-		q, _ := Open(corruptOpts(seedDir))
-		for i := range 5 {
-			q.Append(payload(i, 10*i))
-		}
-		q.Close()
-		return segFiles(f, seedDir)
-	}()
-	valid, _ := os.ReadFile(files[0])
-	f.Add(valid)
-	f.Add(valid[:len(valid)-7])
-	f.Add(append(bytes.Clone(valid), make([]byte, 64)...))
-	f.Add(valid[:segHeaderSize])
-	f.Add([]byte{})
-	f.Add(make([]byte, 200))
+	q, _ := Open(corruptOpts(seedDir))
+	for i := range 5 {
+		q.Append(payload(i, 10*i))
+	}
+	q.Ack(2)
+	q.Close()
+	valid, _ := os.ReadFile(segFiles(f, seedDir)[0])
+	cursor, _ := os.ReadFile(filepath.Join(seedDir, cursorFile))
+	f.Add(valid, []byte{})
+	f.Add(valid, cursor)
+	f.Add(valid[:len(valid)-7], cursor)
+	f.Add(append(bytes.Clone(valid), make([]byte, 64)...), []byte{})
+	f.Add(valid[:segHeaderSize], cursor)
+	f.Add([]byte{}, []byte{})
+	f.Add(make([]byte, 200), make([]byte, cursorSize))
 	flipped := bytes.Clone(valid)
 	flipped[len(flipped)-3] ^= 1
-	f.Add(flipped)
-	f.Fuzz(func(t *testing.T, seg []byte) {
-		o := corruptOpts(t.TempDir())
-		o.SegmentBytes = 64 << 10
-		if err := os.WriteFile(filepath.Join(o.Dir, segName(1)), seg, 0o640); err != nil {
+	f.Add(flipped, []byte{})
+	huge := make([]byte, cursorSize) // the last seq there is: read as no cursor
+	putCursor(huge, 1<<64-1)
+	f.Add(valid, huge)
+	f.Fuzz(fuzzOpen)
+}
+
+func fuzzOpen(t *testing.T, seg, cursor []byte) {
+	o := corruptOpts(t.TempDir())
+	o.SegmentBytes = 64 << 10
+	if err := os.WriteFile(filepath.Join(o.Dir, segName(1)), seg, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if len(cursor) > 0 {
+		if err := os.WriteFile(filepath.Join(o.Dir, cursorFile), cursor, 0o640); err != nil {
 			t.Fatal(err)
 		}
-		q, err := Open(o)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
+	}
+	acked, _ := parseCursor(cursor)
+	if acked >= 1<<63 {
+		acked = 0
+	}
+	q, err := Open(o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	recs, err := q.Peek(1<<20, 0)
+	if err != nil {
+		t.Fatalf("Peek: %v", err)
+	}
+	off := segHeaderSize
+	for seq := uint64(1); len(recs) > 0 && seq < recs[0].Seq; seq++ { // the acked ones
+		if off+recHeaderSize > len(seg) {
+			t.Fatalf("first record seq %d past the input's end", recs[0].Seq)
 		}
-		recs, err := q.Peek(1<<20, 0)
-		if err != nil {
-			t.Fatalf("Peek: %v", err)
+		off += recHeaderSize + int(binary.LittleEndian.Uint32(seg[off+4:]))
+	}
+	for i, r := range recs {
+		frame := make([]byte, recHeaderSize+len(r.Data))
+		copy(frame[recHeaderSize:], r.Data)
+		putRecHeader(frame, r.Seq, r.Time.UnixNano(), r.Data)
+		if r.Seq <= acked || (i > 0 && r.Seq != recs[i-1].Seq+1) ||
+			off+len(frame) > len(seg) || !bytes.Equal(seg[off:off+len(frame)], frame) {
+			t.Fatalf("record %d (seq %d, cursor %d) is not the input's record at %d", i, r.Seq, acked, off)
 		}
-		off := segHeaderSize
-		for i, r := range recs {
-			frame := make([]byte, recHeaderSize+len(r.Data))
-			copy(frame[recHeaderSize:], r.Data)
-			putRecHeader(frame, r.Seq, r.Time.UnixNano(), r.Data)
-			if r.Seq != uint64(i+1) || !bytes.Equal(seg[off:off+len(frame)], frame) {
-				t.Fatalf("record %d (seq %d) is not the input's record at %d", i, r.Seq, off)
-			}
-			off += len(frame)
-		}
-		seq, err := q.Append([]byte("after"))
-		if err != nil || seq != uint64(len(recs)+1) {
-			t.Fatalf("Append: seq %d, %v after %d records", seq, err, len(recs))
-		}
-		q.Close()
-		q = openQ(t, o)
-		if st := q.Stats(); st.Records != int64(len(recs)+1) || st.CutTails != 0 {
-			t.Fatalf("reopen: %+v, want %d records and no cut", st, len(recs)+1)
-		}
-	})
+		off += len(frame)
+	}
+	seq, err := q.Append([]byte("after"))
+	if err != nil || seq <= acked || (len(recs) > 0 && seq != recs[len(recs)-1].Seq+1) {
+		t.Fatalf("Append: seq %d, %v after %d records, cursor %d", seq, err, len(recs), acked)
+	}
+	q.Close()
+	q = openQ(t, o)
+	if st := q.Stats(); st.Records != int64(len(recs)+1) || st.CutTails != 0 {
+		t.Fatalf("reopen: %+v, want %d records and no cut", st, len(recs)+1)
+	}
 }

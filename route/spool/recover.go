@@ -132,6 +132,9 @@ func readCursor(dir string) (uint64, error) {
 		return 0, err
 	}
 	seq, _ := parseCursor(b)
+	if seq >= 1<<63 { // not a count of records ever appended: a bad file
+		seq = 0
+	}
 	return seq, nil
 }
 
