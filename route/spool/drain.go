@@ -166,7 +166,7 @@ func (q *Queue) ackLocked(seq uint64) (uint64, error) {
 		k := sort.Search(len(q.marks), func(i int) bool { return q.marks[i].seq > seq })
 		if k > 0 {
 			m := q.marks[k-1]
-			for q.segs[0].first != m.seg {
+			for len(q.segs) > 1 && q.segs[0].first != m.seg {
 				if err := q.removeOldest(); err != nil {
 					return n, err
 				}
