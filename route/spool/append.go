@@ -11,7 +11,8 @@ import (
 // At the cap, DropOldest drops whole records from the head first and
 // Refuse returns ErrFull. With SyncAlways the record is on disk when
 // Append returns; if that fsync fails the error is returned and the
-// record stays queued, maybe not on disk.
+// record stays queued, maybe not on disk. A failed background fsync
+// (SyncInterval) is returned by the next Append, which appends nothing.
 func (q *Queue) Append(data []byte) (uint64, error) {
 	if len(data) > q.o.MaxRecord {
 		return 0, ErrTooLarge
