@@ -75,16 +75,21 @@
 //
 // # Benchmarks
 //
-// go test -bench . -benchmem ./route/spool, 256-byte records, ext4 on a
-// virtio disk, 2-core AMD EPYC VM shared with other work (uptime load
-// average 2.3):
+// go test -bench . -benchmem -count 3 ./route/spool, 256-byte records,
+// ext4 on a virtio disk, a 2-core AMD EPYC VM shared with other builds
+// (uptime load average 3.3 at the start, 6.7 at the end); the median of
+// three:
 //
-//	BenchmarkAppend/never      1536 ns/op  651,000 records/s  167 MB/s  0 allocs/op
-//	BenchmarkAppend/interval   1835 ns/op  545,000 records/s  140 MB/s  0 allocs/op
-//	BenchmarkAppend/always   217344 ns/op    4,600 records/s  1.2 MB/s  0 allocs/op
-//	BenchmarkDrain              621 ns/op 1,611,000 records/s  412 MB/s  (Peek 256 + Ack)
+//	Append/never       2113 ns/op  473,000 records/s  121 MB/s  0 allocs/op
+//	Append/interval    3047 ns/op  328,000 records/s   84 MB/s  0 allocs/op
+//	Append/always    414083 ns/op    2,400 records/s  0.6 MB/s  0 allocs/op
+//	Drain/never        1400 ns/op  714,000 records/s  183 MB/s  (Peek 256, Ack)
+//	Drain/always      16428 ns/op   61,000 records/s   16 MB/s  (Peek 256, Ack)
 //
-// SyncAlways costs one fsync per record (about 0.2 ms here, several ms
-// on an SD card); a sink that needs it should batch. Peek allocates the
-// records it returns (two allocations per call, not per record).
+// An earlier run at load 2.3 gave Append/never 1536 ns, interval 1835
+// ns, always 217 us. Append is one pwrite (plus an fsync per record with
+// SyncAlways: a sink that needs it should know it costs a disk round trip
+// per message, several ms on an SD card). A drain Ack with SyncAlways
+// writes the cursor with two fsyncs. Peek allocates the records it
+// returns (two allocations per call, not per record).
 package spool
