@@ -90,3 +90,29 @@ func TestCapRefuse(t *testing.T) {
 	}
 	checkPayloads(t, all, 100, size)
 }
+
+// Records a drainer peeked may be dropped at the cap before it acks
+// them: the Ack then removes nothing more and the counts add up.
+func TestAckAfterDrop(t *testing.T) {
+	o := capOpts(t.TempDir(), DropOldest)
+	q := openQ(t, o)
+	appendN(t, q, 0, 100, 200)
+	peeked, _ := q.Peek(50, 0)
+	appendN(t, q, 100, 400, 200) // drops the peeked ones and more
+	first, _ := q.Peek(1, 0)
+	if first[0].Seq <= peeked[49].Seq {
+		t.Fatalf("head at seq %d after the drops; peeked up to %d", first[0].Seq, peeked[49].Seq)
+	}
+	if err := q.Ack(peeked[49].Seq); err != nil {
+		t.Fatal(err)
+	}
+	st := q.Stats()
+	if st.Acked != 0 || int64(st.Dropped)+st.Records != 500 {
+		t.Fatalf("stats %+v after acking dropped records", st)
+	}
+	all := drainAll(t, q, 77)
+	if all[0].Seq != first[0].Seq || all[len(all)-1].Seq != 500 {
+		t.Fatalf("drained seqs %d..%d", all[0].Seq, all[len(all)-1].Seq)
+	}
+	checkPayloads(t, all, int(all[0].Seq-1), 200)
+}
