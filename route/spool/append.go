@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,6 +26,11 @@ func (q *Queue) Append(data []byte) (uint64, error) {
 	}
 	q.mu.Lock()
 	seq, now, err := q.appendLocked(data)
+	if errors.Is(err, ErrCorrupt) { // a record dropped at the cap went bad
+		if err = q.rescanLocked(); err == nil {
+			seq, now, err = q.appendLocked(data)
+		}
+	}
 	q.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -45,8 +51,8 @@ func (q *Queue) Append(data []byte) (uint64, error) {
 // and counts it. The tail's size moves only after a whole write, so a
 // failed write is overwritten by the next one.
 func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
-	if q.closed {
-		return 0, time.Time{}, ErrClosed
+	if err := q.usable(); err != nil {
+		return 0, time.Time{}, err
 	}
 	frame := int64(recHeaderSize + len(data))
 	last := q.segs[len(q.segs)-1]
@@ -56,6 +62,7 @@ func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
 		need += segHeaderSize
 	}
 	if err := q.makeRoom(need); err != nil {
+		q.noteCorrupt(err)
 		return 0, time.Time{}, err
 	}
 	if roll {
@@ -136,6 +143,9 @@ func (q *Queue) roll() error {
 func (q *Queue) syncTail(now time.Time) error {
 	q.dirty = false
 	q.lastSync = now
+	if q.tail == nil { // after a failed rescan
+		return nil
+	}
 	q.syncs.Add(1)
 	return q.tail.Sync()
 }

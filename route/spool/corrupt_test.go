@@ -234,3 +234,39 @@ func fuzzOpen(t *testing.T, seg, cursor []byte) {
 		t.Fatalf("reopen: %+v, want %d records and no cut", st, len(recs)+1)
 	}
 }
+
+// A record that goes bad under a running queue (the disk changed after
+// Open verified it) does not stop the drainer: the queue rescans its
+// directory as Open does, cuts that record and the rest of its segment,
+// counts it, and goes on; in the tail too, where the next Append rolls.
+func TestCorruptAfterOpen(t *testing.T) {
+	o := corruptOpts(t.TempDir())
+	q := openQ(t, o)
+	appendN(t, q, 0, 150, corruptSize)
+	files := segFiles(t, o.Dir)
+	perSeg := int((o.SegmentBytes - segHeaderSize) / (recHeaderSize + corruptSize))
+	frame := recHeaderSize + corruptSize
+	if err := q.Ack(5); err != nil {
+		t.Fatal(err)
+	}
+	// The 11th record of the second segment, and the last of the tail.
+	mutateFile(t, files[1], func(b []byte) []byte { b[segHeaderSize+10*frame+30] ^= 0x01; return b })
+	mutateFile(t, files[len(files)-1], func(b []byte) []byte { b[len(b)-2] ^= 0x01; return b })
+	all := drainAll(t, q, 1000)
+	st := q.Stats()
+	lost := perSeg - 10 + 1
+	if st.CutTails != 2 || st.CutBytes != int64(lost*frame) || len(all) != 145-lost {
+		t.Fatalf("stats %+v, %d records; want two cuts of %d records in all", st, len(all), lost)
+	}
+	checkPayloads(t, all[:perSeg+10-5], 5, corruptSize)
+	checkPayloads(t, all[perSeg+10-5:], 2*perSeg, corruptSize)
+	seq, err := q.Append(payload(150, corruptSize))
+	if err != nil || seq != 151 {
+		t.Fatalf("Append after the cut tail: seq %d, %v; want 151 (no seq handed out twice)", seq, err)
+	}
+	q.Close()
+	q = openQ(t, o)
+	if st := q.Stats(); st.CutTails != 0 || st.Records != 1 {
+		t.Fatalf("reopen: %+v; want no cut and the one record", st)
+	}
+}

@@ -51,6 +51,11 @@
 //     A cut record's seq may be handed out again (it was never durable).
 //     A cursor file that is not whole is read as 0: everything on disk is
 //     delivered again, nothing is lost.
+//   - A record that goes bad after Open (the disk changed under the running
+//     process) does not stop the drainer: Peek, Ack or Append finds it,
+//     the queue rescans its directory as Open does (from the cursor in
+//     memory), and the cut is counted the same way; seqs already handed
+//     out are not handed out again.
 //
 // # The cap
 //

@@ -16,7 +16,9 @@ var (
 	ErrClosed   = errors.New("spool: queue closed")
 	ErrLocked   = errors.New("spool: directory in use by another queue")
 	// ErrCorrupt: a record that Open verified no longer reads back whole
-	// (the disk changed under the running process); reopen to cut it.
+	// (the disk changed under the running process). Peek, Ack and Append
+	// do not return it: they rescan the directory as Open does, which
+	// cuts and counts the bad record and the rest of its segment.
 	ErrCorrupt = errors.New("spool: record corrupt on disk")
 	// ErrAckAhead: Ack of a seq that was never handed out.
 	ErrAckAhead = errors.New("spool: ack of a seq not yet appended")
@@ -91,6 +93,8 @@ type Queue struct {
 
 	mu      sync.Mutex
 	closed  bool
+	failed  error     // a rescan that could not read the directory
+	stale   bool      // a record went bad after Open: rescan before use
 	segs    []segment // oldest first; the last is the tail
 	tail    *os.File  // the last segment, open for reading and writing
 	rf      *os.File  // read handle on the segment rfSeg (not the tail)
@@ -252,7 +256,10 @@ func (q *Queue) Close() error {
 	<-q.done
 	q.appendMu.Lock() // an Append in flight finishes first
 	defer q.appendMu.Unlock()
-	err := q.tail.Sync()
+	var err error
+	if q.tail != nil { // nil after a failed rescan
+		err = q.tail.Sync()
+	}
 	if cerr := q.writeCursor(true); err == nil {
 		err = cerr
 	}
