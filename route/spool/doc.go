@@ -100,5 +100,5 @@
 // SyncAlways: a sink that needs it should know it costs a disk round trip
 // per message, several ms on an SD card). A drain Ack with SyncAlways
 // writes the cursor with two fsyncs. Peek allocates the records it
-// returns (two allocations per call, not per record).
+// returns (a few allocations per call, not one per record).
 package spool
