@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,7 +12,8 @@ import (
 // At the cap, DropOldest drops whole records from the head first and
 // Refuse returns ErrFull. With SyncAlways the record is on disk when
 // Append returns; if that fsync fails the error is returned and the
-// record stays queued, maybe not on disk.
+// record stays queued, maybe not on disk. A failed background fsync
+// (SyncInterval) is returned by the next Append, which appends nothing.
 func (q *Queue) Append(data []byte) (uint64, error) {
 	if len(data) > q.o.MaxRecord {
 		return 0, ErrTooLarge
@@ -24,6 +26,11 @@ func (q *Queue) Append(data []byte) (uint64, error) {
 	}
 	q.mu.Lock()
 	seq, now, err := q.appendLocked(data)
+	if errors.Is(err, ErrCorrupt) { // a record dropped at the cap went bad
+		if err = q.rescanLocked(); err == nil {
+			seq, now, err = q.appendLocked(data)
+		}
+	}
 	q.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -44,8 +51,8 @@ func (q *Queue) Append(data []byte) (uint64, error) {
 // and counts it. The tail's size moves only after a whole write, so a
 // failed write is overwritten by the next one.
 func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
-	if q.closed {
-		return 0, time.Time{}, ErrClosed
+	if err := q.usable(); err != nil {
+		return 0, time.Time{}, err
 	}
 	frame := int64(recHeaderSize + len(data))
 	last := q.segs[len(q.segs)-1]
@@ -55,6 +62,7 @@ func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
 		need += segHeaderSize
 	}
 	if err := q.makeRoom(need); err != nil {
+		q.noteCorrupt(err)
 		return 0, time.Time{}, err
 	}
 	if roll {
@@ -114,6 +122,7 @@ func (q *Queue) makeRoom(need int64) error {
 // covers the records a roll leaves behind too.
 func (q *Queue) roll() error {
 	if q.o.Sync != SyncNever {
+		q.syncs.Add(1)
 		if err := q.tail.Sync(); err != nil {
 			return err
 		}
@@ -134,12 +143,17 @@ func (q *Queue) roll() error {
 func (q *Queue) syncTail(now time.Time) error {
 	q.dirty = false
 	q.lastSync = now
+	if q.tail == nil { // after a failed rescan
+		return nil
+	}
+	q.syncs.Add(1)
 	return q.tail.Sync()
 }
 
-// syncLoop is the background half of SyncInterval (an fsync when records
-// wait longer than SyncEvery for the next Append) and writes the cursor
-// every SyncEvery when acks or drops moved it, whatever the sync policy.
+// syncLoop is the background half of SyncInterval (every SyncEvery, an
+// fsync if anything was appended since the last), so a record is synced
+// at most one tick after its Append; and every SyncEvery it writes the
+// cursor if acks or drops moved it, whatever the sync policy.
 func (q *Queue) syncLoop() {
 	defer close(q.done)
 	t := time.NewTicker(q.o.SyncEvery)
@@ -152,7 +166,7 @@ func (q *Queue) syncLoop() {
 		}
 		if q.o.Sync == SyncInterval {
 			q.appendMu.Lock()
-			if q.dirty && q.o.Now().Sub(q.lastSync) >= q.o.SyncEvery {
+			if q.dirty {
 				q.syncErr = q.syncTail(q.o.Now()) // the next Append returns it
 			}
 			q.appendMu.Unlock()

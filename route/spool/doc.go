@@ -1,11 +1,104 @@
 // Package spool is a bounded on-disk FIFO of records: the disk half of a
 // sink's store-and-forward. An appender adds records while the uplink is
-// down, a drainer Peeks the oldest, sends them, and Acks them.
+// down; a drainer Peeks the oldest, sends them, and Acks them.
 //
-// It is ours, not a library's: github.com/tidwall/wal has no byte cap,
-// no drop-oldest or refuse, no CRC on a record (a flipped bit is read
-// back) and fails Open on a corrupt tail instead of cutting it; and
-// github.com/nsqio/go-diskqueue has no cap on the total size, no CRC,
-// skips a whole file on a bad read, and hands a record out as read
-// (at-most-once) instead of keeping it until acked.
+// API: as first agreed, plus Stats.DiskBytes and Stats.Syncs,
+// ErrCorrupt, ErrAckAhead, the Default* constants and String methods on
+// the two policies.
+//
+// # Why ours
+//
+// github.com/tidwall/wal has no byte cap, no drop-oldest or refuse, no
+// CRC per record (a flipped bit is read back), and fails Open on a torn
+// tail instead of cutting it. github.com/nsqio/go-diskqueue has no cap on
+// the total size, no CRC, skips a whole file on a bad read, and counts a
+// record as read when it is handed out (at-most-once), not when acked.
+//
+// # On disk
+//
+// A queue is a directory: segment files named after their first record's
+// seq (0000000000000001.seg), a cursor file and a lock file (flock: a
+// second Open of the directory, in this process or another, gets
+// ErrLocked). A record is a 24-byte header (crc32c, length, seq, append
+// time) and its data; format.go has the layout. Seqs start at 1, grow by
+// one per Append and are not handed out again after a restart, even when
+// every segment was acked and removed (the newest segment always stays).
+//
+// # Guarantees
+//
+//   - A record whose Append returned is never lost when the process dies
+//     (SIGKILL, panic): it is in the kernel's page cache, whatever the
+//     sync policy. TestSIGKILLLosesNothingSynced kills a child mid-stream.
+//   - When the machine dies (power, kernel), SyncAlways loses nothing whose
+//     Append returned; SyncInterval loses at most what was appended in
+//     the last SyncEvery (the background fsync runs every SyncEvery when
+//     anything was appended, and an Append that finds the last fsync older
+//     than SyncEvery fsyncs itself) plus one fsync's duration; SyncNever
+//     loses what the kernel had not written back (up to ~30 s on Linux).
+//   - Delivery is at-least-once. Ack moves the cursor at once in memory,
+//     so in one process life an acked record is never Peeked again. The
+//     cursor reaches the disk before Ack returns with SyncAlways, else
+//     within SyncEvery, and at Close; after a crash, records acked (or
+//     dropped) in that window are delivered again.
+//   - Open never fails on bad data. It reads every segment once (so it
+//     costs a read of the queue at disk speed) and checks each record's
+//     seq and CRC; a segment ends at its first bad record (torn write,
+//     zeros, garbage, a flipped bit): the file is cut there, counted in
+//     CutTails and CutBytes (log them from Stats), and Appends go on. A
+//     bad record in an older segment loses the rest of that segment only;
+//     the next segment is read as usual and the seqs skip the gap. A
+//     segment whose header is not ours is removed, counted the same way.
+//     A cut record's seq may be handed out again (it was never durable).
+//     A cursor file that is not whole is read as 0: everything on disk is
+//     delivered again, nothing is lost.
+//   - A record that goes bad after Open (the disk changed under the running
+//     process) does not stop the drainer: Peek, Ack or Append finds it,
+//     the queue rescans its directory as Open does (from the cursor in
+//     memory), and the cut is counted the same way; seqs already handed
+//     out are not handed out again.
+//
+// # The cap
+//
+// Bytes (Stats.Bytes) is what the cap applies to: every record not yet
+// acked or dropped, framed, plus the segment headers. Append keeps it at
+// or under MaxBytes: DropOldest drops whole records from the head first
+// (Stats.Dropped), Refuse returns ErrFull (Stats.Refused) and keeps every
+// queued record. Records acked or dropped at the front of the oldest
+// segment stay on disk until all of that segment is done, so the segment
+// files (Stats.DiskBytes) stay under MaxBytes + SegmentBytes -
+// 16 (TestCapDropOldest checks after every Append). A record larger than
+// MaxRecord is ErrTooLarge. A failed write (a full disk) is returned by
+// Append; the record is not queued.
+//
+// # Concurrency
+//
+// Every method is safe for concurrent use. Built for one appender and one
+// drainer at once (an fsync in Append does not hold up Peek and Ack);
+// more appenders are serialised; two drainers would Peek the same
+// records. Stats may be called from anywhere, often. Options.Now is
+// called with the append lock held only.
+//
+// # Benchmarks
+//
+// go test -bench . -benchmem -count 3 ./route/spool, 256-byte records,
+// ext4 on a virtio disk, a 2-core AMD EPYC VM shared with other builds
+// (uptime load average 3.3 at the start, 6.7 at the end); the median of
+// three:
+//
+//	Append/never       2113 ns/op  473,000 records/s  121 MB/s  0 allocs/op
+//	Append/interval    3047 ns/op  328,000 records/s   84 MB/s  0 allocs/op
+//	Append/always    414083 ns/op    2,400 records/s  0.6 MB/s  0 allocs/op
+//	Drain/never        1400 ns/op  714,000 records/s  183 MB/s  (Peek 256, Ack)
+//	Drain/always      16428 ns/op   61,000 records/s   16 MB/s  (Peek 256, Ack)
+//	Open64MiB           34 ms/op   2 GB/s from the page cache (load 2.9)
+//
+// Open from a cold disk is one sequential read of the queue: a full
+// 256 MiB queue on an SD card at 25 MB/s takes about 10 s to recover.
+//
+// An earlier run at load 2.3 gave Append/never 1536 ns, interval 1835
+// ns, always 217 us. Append is one pwrite (plus an fsync per record with
+// SyncAlways: a sink that needs it should know it costs a disk round trip
+// per message, several ms on an SD card). A drain Ack with SyncAlways
+// writes the cursor with two fsyncs. Peek allocates the records it
+// returns (a few allocations per call, not one per record).
 package spool

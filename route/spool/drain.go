@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"sort"
@@ -14,10 +15,20 @@ import (
 // records' Data are the caller's. An empty queue returns no records and
 // no error (sleep on Wait).
 func (q *Queue) Peek(max int, maxBytes int) ([]Record, error) {
+	recs, err := q.peek(max, maxBytes)
+	if errors.Is(err, ErrCorrupt) {
+		if err = q.rescan(); err == nil {
+			recs, err = q.peek(max, maxBytes)
+		}
+	}
+	return recs, err
+}
+
+func (q *Queue) peek(max int, maxBytes int) ([]Record, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return nil, ErrClosed
+	if err := q.usable(); err != nil {
+		return nil, err
 	}
 	q.marks = q.marks[:0]
 	if q.records == 0 {
@@ -41,6 +52,7 @@ func (q *Queue) Peek(max int, maxBytes int) ([]Record, error) {
 		n, err := q.peekChunk(&w, seg, off, next, max)
 		if err != nil {
 			q.marks = q.marks[:0]
+			q.noteCorrupt(err)
 			return nil, err
 		}
 		off += n
@@ -136,18 +148,27 @@ func maxInt(a, b int) int {
 // within SyncEvery (see the package doc for what a crash redelivers).
 func (q *Queue) Ack(seq uint64) error {
 	q.mu.Lock()
-	if q.closed {
+	if err := q.usable(); err != nil {
 		q.mu.Unlock()
-		return ErrClosed
+		if errors.Is(err, ErrCorrupt) {
+			if err = q.rescan(); err == nil {
+				return q.Ack(seq)
+			}
+		}
+		return err
 	}
 	if seq >= q.nextSeq {
 		q.mu.Unlock()
 		return ErrAckAhead
 	}
 	n, err := q.ackLocked(seq)
+	q.noteCorrupt(err)
 	q.stats.Acked += n
 	q.cursor = max(q.cursor, seq)
 	q.mu.Unlock()
+	if errors.Is(err, ErrCorrupt) { // the new head went bad: cut it
+		err = q.rescan()
+	}
 	if err != nil {
 		return err
 	}
@@ -166,7 +187,7 @@ func (q *Queue) ackLocked(seq uint64) (uint64, error) {
 		k := sort.Search(len(q.marks), func(i int) bool { return q.marks[i].seq > seq })
 		if k > 0 {
 			m := q.marks[k-1]
-			for q.segs[0].first != m.seg {
+			for len(q.segs) > 1 && q.segs[0].first != m.seg {
 				if err := q.removeOldest(); err != nil {
 					return n, err
 				}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,7 +16,9 @@ var (
 	ErrClosed   = errors.New("spool: queue closed")
 	ErrLocked   = errors.New("spool: directory in use by another queue")
 	// ErrCorrupt: a record that Open verified no longer reads back whole
-	// (the disk changed under the running process); reopen to cut it.
+	// (the disk changed under the running process). Peek, Ack and Append
+	// do not return it: they rescan the directory as Open does, which
+	// cuts and counts the bad record and the rest of its segment.
 	ErrCorrupt = errors.New("spool: record corrupt on disk")
 	// ErrAckAhead: Ack of a seq that was never handed out.
 	ErrAckAhead = errors.New("spool: ack of a seq not yet appended")
@@ -41,6 +44,7 @@ type Stats struct {
 	Refused   uint64 // Appends refused at the cap (Refuse)
 	CutTails  uint64 // segments Open cut short (or removed) after a bad record
 	CutBytes  int64  // bytes those cuts removed
+	Syncs     uint64 // fsyncs of appended records (of the tail segment)
 }
 
 // segment is one segment file; records in it have seqs first..next-1.
@@ -82,12 +86,15 @@ type Queue struct {
 	syncErr  error     // of the background fsync, for the next Append
 	lastSync time.Time // of the tail, by the Now clock
 	wbuf     []byte    // frame of the record being appended
+	syncs    atomic.Uint64
 
 	cursorMu  sync.Mutex
 	persisted uint64 // the cursor value on disk
 
 	mu      sync.Mutex
 	closed  bool
+	failed  error     // a rescan that could not read the directory
+	stale   bool      // a record went bad after Open: rescan before use
 	segs    []segment // oldest first; the last is the tail
 	tail    *os.File  // the last segment, open for reading and writing
 	rf      *os.File  // read handle on the segment rfSeg (not the tail)
@@ -177,27 +184,26 @@ func (q *Queue) adopt(found []scanned, cursor uint64) error {
 
 func (q *Queue) segPath(first uint64) string { return filepath.Join(q.o.Dir, segName(first)) }
 
-// createSegment makes the segment file for first and adds it to segs.
+// createSegment makes the segment file for first and adds it to segs. A
+// file it could not finish is removed, so that the next try can create it.
 func (q *Queue) createSegment(first uint64) (*os.File, error) {
-	f, err := os.OpenFile(q.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o640)
+	path := q.segPath(first)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	var hdr [segHeaderSize]byte
 	putSegHeader(hdr[:], first)
-	if _, err := f.WriteAt(hdr[:], 0); err != nil {
-		f.Close()
-		return nil, err
+	_, err = f.WriteAt(hdr[:], 0)
+	if err == nil && q.o.Sync != SyncNever {
+		if err = f.Sync(); err == nil {
+			err = syncDir(q.o.Dir)
+		}
 	}
-	if q.o.Sync != SyncNever {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := syncDir(q.o.Dir); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
 	}
 	q.segs = append(q.segs, segment{first: first, next: first, size: segHeaderSize})
 	q.disk += segHeaderSize
@@ -223,6 +229,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := q.stats
 	s.Records, s.Bytes, s.DiskBytes = q.records, q.used(), q.disk
+	s.Syncs = q.syncs.Load()
 	if q.records > 0 {
 		s.Oldest = time.Unix(0, q.head.time)
 	}
@@ -249,7 +256,10 @@ func (q *Queue) Close() error {
 	<-q.done
 	q.appendMu.Lock() // an Append in flight finishes first
 	defer q.appendMu.Unlock()
-	err := q.tail.Sync()
+	var err error
+	if q.tail != nil { // nil after a failed rescan
+		err = q.tail.Sync()
+	}
 	if cerr := q.writeCursor(true); err == nil {
 		err = cerr
 	}

@@ -132,18 +132,27 @@ func readCursor(dir string) (uint64, error) {
 		return 0, err
 	}
 	seq, _ := parseCursor(b)
+	if seq >= 1<<63 { // not a count of records ever appended: a bad file
+		seq = 0
+	}
 	return seq, nil
 }
 
-// recover rebuilds the queue's state from dir: it scans every segment,
-// removes the fully done ones before the first live record and finds the
-// head. It runs before the queue is shared.
+// recover rebuilds the queue's state from dir and its cursor file: it
+// scans every segment, removes the fully done ones before the first live
+// record and finds the head. It runs before the queue is shared.
 func (q *Queue) recover() error {
 	cursor, err := readCursor(q.o.Dir)
 	if err != nil {
 		return err
 	}
 	q.cursor, q.persisted = cursor, cursor
+	return q.load(cursor)
+}
+
+// load scans the directory's segments and adopts them, everything up to
+// cursor being done.
+func (q *Queue) load(cursor uint64) error {
 	firsts, err := listSegments(q.o.Dir)
 	if err != nil {
 		return err
@@ -177,4 +186,63 @@ func (q *Queue) recover() error {
 		prevNext = sc.seg.next
 	}
 	return q.adopt(found, cursor)
+}
+
+// rescan rebuilds the queue's state from its directory as Open does, from
+// the cursor in memory, when a record that Open verified no longer reads
+// back whole (the disk changed under the running process): that record
+// and the rest of its segment are cut and counted like a bad tail at Open,
+// instead of stopping the drainer. Seqs already handed out stay used.
+func (q *Queue) rescan() error {
+	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	return q.rescanLocked()
+}
+
+// rescanLocked is rescan with appendMu and mu held. If it fails the queue
+// is left failed: every later call but Close returns the error.
+func (q *Queue) rescanLocked() error {
+	prevNext := q.nextSeq
+	for _, f := range []*os.File{q.tail, q.rf} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	q.tail, q.rf = nil, nil
+	q.segs, q.disk, q.records, q.head = nil, 0, 0, head{}
+	q.marks = q.marks[:0]
+	q.stale = false
+	if err := q.load(q.cursor); err != nil {
+		q.failed = err
+		return err
+	}
+	q.nextSeq = max(q.nextSeq, prevNext) // the next Append rolls past a cut tail
+	return nil
+}
+
+// noteCorrupt marks the state stale after err, if it is ErrCorrupt: the
+// head may be half moved, so nothing may use it before a rescan.
+func (q *Queue) noteCorrupt(err error) {
+	if errors.Is(err, ErrCorrupt) {
+		q.stale = true
+	}
+}
+
+// usable says why the queue's state may not be used, if it may not:
+// closed, failed, or stale (ErrCorrupt: rescan first). mu is held.
+func (q *Queue) usable() error {
+	switch {
+	case q.closed:
+		return ErrClosed
+	case q.failed != nil:
+		return q.failed
+	case q.stale:
+		return ErrCorrupt
+	}
+	return nil
 }
