@@ -132,26 +132,33 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 		}
 		pend[i] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
 	}
+	acked := false
+	var last uint64 // the newest record done, acked once for the batch (Ack is cumulative; each writes the cursor)
+	defer func() {
+		if acked {
+			if err := s.store.Ack(last); err != nil {
+				s.log.Warn("north: store ack failed", "err", err)
+			}
+		}
+	}()
 	for i, p := range pend {
 		err := waitPending(p, ackTimeout, s.stop, down)
-		if errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable) {
+		switch {
+		case errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable):
 			s.log.Warn("north: record dropped", "seq", recs[i].Seq, "err", err)
 			s.c.dropped.Add(1)
-		} else if errors.Is(err, errStopped) {
+		case errors.Is(err, errStopped):
 			return false
-		} else if err != nil {
+		case err != nil:
 			s.c.failed.Add(1)
 			return false
-		} else {
+		default:
 			s.c.published.Add(1)
 			if backlog[i] {
 				s.c.drained.Add(1)
 			}
 		}
-		if err := s.store.Ack(recs[i].Seq); err != nil {
-			s.log.Warn("north: store ack failed", "err", err)
-			return false
-		}
+		last, acked = recs[i].Seq, true
 	}
 	return len(pend) == len(recs)
 }
