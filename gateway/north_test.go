@@ -116,3 +116,30 @@ north:
 		}
 	}
 }
+
+// TestBrowserDashboardNorth: the dashboard shows a row per north sink,
+// its link state and its counters, from /api/stats' north list.
+func TestBrowserDashboardNorth(t *testing.T) {
+	br := northtest.StartMosquitto(t)
+	g := mbYAMLGateway(t, `
+north:
+  sinks:
+    - {name: cloud, kind: mqtt, url: "`+br.URL()+`", map: [{from: "a/#", to: "b/{1}"}]}
+    - {name: "away", kind: mqtt, url: "tcp://127.0.0.1:1", map: [{from: "a/#"}]}
+`)
+	up := northtest.Connect(t, br.URL(), "dash-sub", "b/#")
+	northtest.Eventually(t, "the sink connected", func() bool { return g.north.Stats()[0].LinkUp })
+	if err := g.Bus().Publish("a/x", []byte("1"), "ws"); err != nil {
+		t.Fatal(err)
+	}
+	northtest.Eventually(t, "the message up", func() bool { return len(up.Messages()) == 1 })
+	page := openDashboard(t, g.Addr().String())
+	page.waitTrue("the cloud row up with 1 published", `(() => {
+		const r = document.querySelector('#north-rows tr[data-sink="cloud"]');
+		return !!r && r.cells[1].innerText === "up" && r.cells[2].innerText === "1";
+	})()`)
+	page.waitTrue("the away row down", `(() => {
+		const r = document.querySelector('#north-rows tr[data-sink="away"]');
+		return !!r && r.cells[1].innerText === "down" && r.cells[8].innerText === "no store";
+	})()`)
+}
