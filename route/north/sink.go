@@ -50,6 +50,11 @@ type Sink struct {
 	// published live.
 	liveMu sync.Mutex
 	live   map[uint64]Pending
+	// Order while the link is up: once a record could not go live (the
+	// live table full), none may until the drainer has sent past it.
+	liveCap  int           // maxLive; tests make it small
+	skipped  uint64        // guarded by liveMu: the newest record that skipped the live lane
+	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
 
 	c       counters
 	stop    chan struct{}
@@ -71,7 +76,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		live: map[uint64]Pending{}, wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -295,8 +300,12 @@ const maxLive = 16384
 func (s *Sink) spool(out outbound) {
 	s.liveMu.Lock()
 	seq, err := s.store.Append(encodeRecord(out))
-	if err == nil && s.up.Up() && len(s.live) < maxLive {
-		s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+	if err == nil && s.up.Up() {
+		if len(s.live) < s.liveCap && s.sentUpTo.Load() >= s.skipped {
+			s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+		} else {
+			s.skipped = seq
+		}
 	}
 	s.liveMu.Unlock()
 	switch {

@@ -119,8 +119,10 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 	for i, r := range recs {
 		if p, ok := s.takeLive(r.Seq); ok {
 			pend[i] = p
+			s.sentUpTo.Store(r.Seq)
 			continue
 		}
+		s.sentUpTo.Store(r.Seq) // sent just below (or dropped, or this batch stops)
 		out, err := decodeRecord(r.Data)
 		if err != nil {
 			pend[i] = settled{err}

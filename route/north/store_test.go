@@ -275,3 +275,31 @@ func TestCloseKeepsQueuedInStore(t *testing.T) {
 		t.Fatalf("first record %+v, %v", out, err)
 	}
 }
+
+// TestMQTTStoreOrderLiveFull: with the link up, messages arrive in the
+// order they were published even when the live lane is full and some go
+// through the drainer instead.
+func TestMQTTStoreOrderLiveFull(t *testing.T) {
+	const n = 3000
+	br := startBroker(t, "")
+	b := bus.New(bus.Options{})
+	st := config.NorthStore{Enabled: true, Dir: t.TempDir()}
+	sc := sinkConfig(t, config.NorthSink{Name: "ord", Kind: "mqtt", URL: br.url("tcp"), Store: st,
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}})
+	store, err := OpenSpool(sc.Store)
+	must(t, err)
+	mo, err := mqttOptions(sc, "gw1")
+	must(t, err)
+	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
+	must(t, err)
+	s.liveCap = 8
+	s.Start()
+	t.Cleanup(func() { s.Close() })
+	waitUp(t, s)
+	got, _ := subscribe(t, br.url("tcp"), "t-ord", "out/#", true, nil)
+	publishRange(t, b, 0, n)
+	eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
+	if !inOrderBelow(t, got, n) {
+		t.Fatal("messages out of order with the link up")
+	}
+}
