@@ -122,10 +122,10 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 			s.sentUpTo.Store(r.Seq)
 			continue
 		}
-		s.sentUpTo.Store(r.Seq) // sent just below (or dropped, or this batch stops)
 		out, err := decodeRecord(r.Data)
 		if err != nil {
 			pend[i] = settled{err}
+			s.sentUpTo.Store(r.Seq)
 			continue
 		}
 		if backlog[i] = r.Time.Before(since); backlog[i] && !pace.wait(s.stop) {
@@ -133,6 +133,7 @@ func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
 			break
 		}
 		pend[i] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+		s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
 	}
 	acked := false
 	var last uint64 // the newest record done, acked once for the batch (Ack is cumulative; each writes the cursor)
