@@ -29,7 +29,7 @@ type NorthSink struct {
 	TLS          NorthTLS       `yaml:"tls"`           // used by ssl:// and mqtts:// URLs
 	Will         NorthWill      `yaml:"will"`          // the gateway's state topic; "" = none
 	Payload      string         `yaml:"payload"`       // raw | envelope; "" = raw
-	Inflight     int            `yaml:"inflight"`      // QoS 1 publishes awaiting their PUBACK at once; 0 = 64
+	Inflight     int            `yaml:"inflight"`      // QoS 1 publishes awaiting their PUBACK at once (with a store: per drain batch); 0 = 64
 	ChangeTable  int            `yaml:"change_table"`  // topics remembered for on: change; 0 = 65536
 	Map          []NorthMap     `yaml:"map"`           // bus filter -> remote topic
 	Commands     []NorthCommand `yaml:"commands"`      // remote filter -> bus topic
@@ -96,8 +96,8 @@ const (
 	maxNorthMaps      = 64 // a bus subscriber holds at most 64 filters
 	maxNorthCommands  = 64
 	maxNorthAllow     = 256
-	maxNorthTopic     = 256 // a filter or template, bytes
-	maxNorthInflight  = 65535
+	maxNorthTopic     = 256   // a filter or template, bytes
+	maxNorthInflight  = 16384 // with a store's live publishes (16,384 more) well within MQTT's 16-bit packet ids
 	DefaultDataDir    = "/var/lib/edgemux"
 	defaultKeepAlive  = 30 * time.Second
 	defaultInflight   = 64
