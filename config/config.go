@@ -30,6 +30,7 @@ type Config struct {
 	RUDP       RUDP            `yaml:"rudp"`       // the reliable UDP core's sessions
 	CoAP       CoAP            `yaml:"coap"`       // CoAP server over UDP and TCP (coap.go)
 	Log        Log             `yaml:"log"`        // logging
+	Cluster    Cluster         `yaml:"cluster"`    // the bus across gateways over NATS JetStream (cluster.go)
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }
 

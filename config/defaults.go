@@ -117,6 +117,8 @@ func Defaults() Config {
 		},
 		CoAP: defaultCoAP(),
 		Log:  Log{Level: "info", Format: "text"},
+
+		Cluster: defaultCluster(),
 	}
 	c.Normalize()
 	return c

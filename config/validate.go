@@ -93,6 +93,7 @@ func (c Config) Validate() error {
 	v.checkUDP()
 	v.checkRUDP()
 	v.checkCoAP()
+	v.checkCluster()
 	return v.result()
 }
 
