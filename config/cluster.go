@@ -111,7 +111,7 @@ func (v *validator) checkClusterLimits(l ClusterLimits) {
 	}{
 		{"cluster.limits.max_payload", l.MaxPayload, 1, 8 * mib},
 		{"cluster.limits.max_pending", l.MaxPending, 16, 1 << 24},
-		{"cluster.limits.max_load", l.MaxLoad, 0, 10000000},
+		{"cluster.limits.max_load", l.MaxLoad, 1, 10000000},
 	} {
 		if r.n < r.min || r.n > r.max {
 			v.fail(r.path, "must be between %d and %d, not %d", r.min, r.max, r.n)
