@@ -33,6 +33,7 @@ import (
 	"github.com/edgemux/edgemux/protocols/websocket"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/cluster"
 )
 
 // Errors.
@@ -73,6 +74,8 @@ type Gateway struct {
 	streams *rudp.Streams // the private protocol's sessions over the reliable UDP core
 	rudp    *rudp.Handler // their datagram handler
 	coap    *coap.Handler // CoAP over TCP and UDP
+
+	cluster atomic.Pointer[cluster.Link] // the bus across gateways; nil without one (cluster.go)
 
 	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
 	pools        []*pool

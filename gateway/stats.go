@@ -36,6 +36,7 @@ type Stats struct {
 	StageSample   int                       `json:"stage_sample"`   // one event in this many is sampled; 0 = off
 	Stale         uint64                    `json:"stale_events"`
 	Forwarding    int64                     `json:"forwarding"`
+	Cluster       ClusterStats              `json:"cluster"` // the bus across gateways (cluster.go)
 }
 
 // QuarantineStats summarises the quarantine book.
@@ -127,6 +128,7 @@ func (g *Gateway) Snapshot() Stats {
 		"bad_cookies": hs.Endpoints.BadCookies, "refused": hs.Endpoints.Refused, "malformed": hs.Endpoints.Malformed,
 	}
 	st.CoAP = counterMap(g.coap.Stats().Counters())
+	st.Cluster = g.clusterStats()
 	return st
 }
 

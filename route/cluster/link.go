@@ -119,18 +119,18 @@ func sanitizeID(h string) string {
 
 // Stats are a Link's counters since Start.
 type Stats struct {
-	Sent         uint64 // messages published to NATS (re-sends included)
-	Received     uint64 // messages from other gateways published into the local bus
-	Dropped      uint64 // messages lost: mirror queue drops, too long, failed publishes, slow-consumer drops, refused by the local bus
-	LoopRejected uint64 // messages that arrived with this gateway's own origin
-	Unsent       uint64 // local messages not mirrored while the link was down (their topics' last values are re-sent)
-	Resent       uint64 // last values re-sent after the link came back
-	Invalid      uint64 // messages from NATS without an origin, with a bad subject, or on a topic this gateway polls
-	Loaded       uint64 // last values loaded from the bucket at start
-	NotLoaded    uint64 // last values past max_load, not loaded
-	Reconnects   uint64 // times the link came back
-	LinkUp       bool
-	GatewayID    string
+	Sent         uint64 `json:"sent"`          // messages published to NATS (re-sends included)
+	Received     uint64 `json:"received"`      // messages from other gateways published into the local bus
+	Dropped      uint64 `json:"dropped"`       // messages lost: mirror queue drops, too long, failed publishes, slow-consumer drops, refused by the local bus
+	LoopRejected uint64 `json:"loop_rejected"` // messages that arrived with this gateway's own origin
+	Unsent       uint64 `json:"unsent"`        // local messages not mirrored while the link was down (their topics' last values are re-sent)
+	Resent       uint64 `json:"resent"`        // last values re-sent after the link came back
+	Invalid      uint64 `json:"invalid"`       // messages from NATS without an origin, with a bad subject, or on a topic this gateway polls
+	Loaded       uint64 `json:"kv_loaded"`     // last values loaded from the bucket at start
+	NotLoaded    uint64 `json:"kv_not_loaded"` // last values past max_load, not loaded
+	Reconnects   uint64 `json:"reconnects"`    // times the link came back
+	LinkUp       bool   `json:"link_up"`
+	GatewayID    string `json:"gateway_id"`
 }
 
 // Link is one gateway's membership in the cluster.
