@@ -33,6 +33,19 @@ type Server struct {
 	cmd  *exec.Cmd
 }
 
+// CheckConfig runs nats-server -t on a configuration file: it parses it
+// and says whether it is valid, starting nothing.
+func CheckConfig(t testing.TB, path string) {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		t.Fatalf("nats-server is needed (apt-get install nats-server): %v", err)
+	}
+	if out, err := exec.Command(bin, "-t", "-c", path).CombinedOutput(); err != nil {
+		t.Errorf("%s: %v\n%s", path, err, out)
+	}
+}
+
 // Start runs a nats-server with JetStream until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
