@@ -71,6 +71,7 @@ func metricLabels(t *testing.T) map[string][]string {
 	udpCollector{g: g}.Describe(ch)
 	rudpCollector{g: g}.Describe(ch)
 	stageCollector{h: g.stages}.Describe(ch)
+	clusterCollector{g: g}.Describe(ch)
 	close(ch)
 	descRe := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 	out := map[string][]string{}
