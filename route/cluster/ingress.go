@@ -26,7 +26,7 @@ func (l *Link) onMessage(m *nats.Msg) {
 	case <-l.done:
 		return
 	}
-	l.handle(m.Subject, m.Header, m.Data, false)
+	l.handle(m.Subject, m.Header, m.Data, live)
 }
 
 // load reads the last value of every key of the bucket (an ordered
@@ -35,7 +35,7 @@ func (l *Link) onMessage(m *nats.Msg) {
 // NotLoaded; after a reconnect, to catch up with what was published
 // while this gateway was cut off (what it has already is skipped by the
 // per-topic order check).
-func (l *Link) load(ctx context.Context, loading bool) error {
+func (l *Link) load(ctx context.Context, how arrival) error {
 	cons, err := l.js.OrderedConsumer(ctx, "KV_"+l.opt.Bucket, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"$KV." + l.opt.Bucket + ".>"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
@@ -62,7 +62,7 @@ func (l *Link) load(ctx context.Context, loading bool) error {
 		got := 0
 		for msg := range batch.Messages() {
 			got++
-			l.handle(msg.Subject(), msg.Headers(), msg.Data(), loading)
+			l.handle(msg.Subject(), msg.Headers(), msg.Data(), how)
 			if md, err := msg.Metadata(); err == nil {
 				left = md.NumPending
 			}
@@ -74,7 +74,7 @@ func (l *Link) load(ctx context.Context, loading bool) error {
 			break // nothing came within the wait: what was pending went away
 		}
 	}
-	if loading {
+	if how == atStart {
 		l.log.Info("cluster values loaded", "loaded", l.loadN.Load(), "not_loaded", l.notLoad.Load())
 	}
 	return nil
@@ -99,34 +99,51 @@ func (l *Link) catchUp() {
 			case <-ctx.Done():
 			}
 		}()
-		if err := l.load(ctx, false); err != nil {
+		if err := l.load(ctx, atCatchUp); err != nil {
 			l.log.Warn("cluster: catch-up after reconnect failed", "err", err)
+		} else {
+			l.catchUps.Add(1)
 		}
 		cancel()
 	}
 }
 
-// handle takes one message of the bucket's subjects.
-func (l *Link) handle(subject string, h nats.Header, data []byte, loading bool) {
+// arrival is how a message of the bucket came.
+type arrival uint8
+
+const (
+	live      arrival = iota // on the live subscription
+	atStart                  // read from the bucket at start
+	atCatchUp                // read from the bucket after a reconnect
+)
+
+// handle takes one message of the bucket's subjects. One at a time: the
+// live path and a catch-up share the order check and the claims.
+func (l *Link) handle(subject string, h nats.Header, data []byte, how arrival) {
 	if h.Get(kvOpHeader) != "" {
 		return // a delete or purge of a key: nothing to publish
 	}
+	l.orderMu.Lock()
+	defer l.orderMu.Unlock()
 	switch {
 	case strings.HasPrefix(subject, l.valSub):
-		l.handleValue(subject[len(l.valSub):], h, data, loading)
+		l.handleValue(subject[len(l.valSub):], h, data, how)
 	case strings.HasPrefix(subject, l.clmSub):
 		l.handleClaims(subject[len(l.clmSub):], data)
 	}
 }
 
-func (l *Link) handleValue(tokens string, h nats.Header, data []byte, loading bool) {
+func (l *Link) handleValue(tokens string, h nats.Header, data []byte, how arrival) {
 	topic, err := Topic(tokens)
 	origin := h.Get(hdrOrigin)
 	if err != nil || origin == "" {
 		l.invalid.Add(1)
 		return
 	}
-	if origin == l.opt.GatewayID && !loading {
+	if origin == l.opt.GatewayID && how == atCatchUp {
+		return // what this gateway sent: it has it
+	}
+	if origin == l.opt.GatewayID && how == live {
 		// Never our own echo (NoEcho): another gateway uses our id.
 		l.loopRejected.Add(1)
 		if l.warnedDup.CompareAndSwap(false, true) {
@@ -141,15 +158,13 @@ func (l *Link) handleValue(tokens string, h nats.Header, data []byte, loading bo
 		l.invalid.Add(1) // our device's value: only our poller says what it is
 		return
 	}
-	if loading && l.loadN.Load() >= uint64(l.opt.MaxLoad) {
+	if how == atStart && l.loadN.Load() >= uint64(l.opt.MaxLoad) {
 		l.notLoad.Add(1)
 		return
 	}
 	v := version{origin: origin}
 	v.epoch, _ = strconv.ParseInt(h.Get(hdrEpoch), 10, 64)
 	v.seq, _ = strconv.ParseUint(h.Get(hdrSeq), 10, 64)
-	l.orderMu.Lock()
-	defer l.orderMu.Unlock()
 	if last, ok := l.applied[topic]; ok && !v.after(last) {
 		return // already had it, or a newer one (a catch-up racing the live path)
 	}
@@ -158,7 +173,7 @@ func (l *Link) handleValue(tokens string, h nats.Header, data []byte, loading bo
 		return
 	}
 	l.applied[topic] = v
-	if loading {
+	if how == atStart {
 		l.loadN.Add(1)
 	} else {
 		l.received.Add(1)

@@ -129,6 +129,7 @@ type Stats struct {
 	Loaded       uint64 `json:"kv_loaded"`     // last values loaded from the bucket at start
 	NotLoaded    uint64 `json:"kv_not_loaded"` // last values past max_load, not loaded
 	Reconnects   uint64 `json:"reconnects"`    // times the link came back
+	CatchUps     uint64 `json:"catch_ups"`     // bucket reads done after the link came back
 	LinkUp       bool   `json:"link_up"`
 	GatewayID    string `json:"gateway_id"`
 }
@@ -147,16 +148,16 @@ type Link struct {
 
 	ingress *nats.Subscription
 	probe   *nats.Subscription
-	loaded  chan struct{} // closed when the start-up load is done: live messages wait for it
-	done    chan struct{} // closed by Close
-	mirror  *mirror
+	loaded  chan struct{}          // closed when the start-up load is done: live messages wait for it
+	done    chan struct{}          // closed by Close
+	mirror  atomic.Pointer[mirror] // set once start has loaded the bucket; NATS callbacks read it
 
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
 	sent, received, dropped, loopRejected   atomic.Uint64
 	unsent, resent, invalid, loadN, notLoad atomic.Uint64
-	reconnects                              atomic.Uint64
+	reconnects, catchUps                    atomic.Uint64
 	warnedDup                               atomic.Bool
 	relink                                  chan struct{} // the link came back: catch up
 	epoch                                   string        // this link's start, unix ns (hdrEpoch)
@@ -215,7 +216,7 @@ func (l *Link) start() error {
 	if err := sub.SetPendingLimits(l.opt.MaxPending, l.opt.MaxPending*min(l.opt.MaxPayload+256, 1<<20)); err != nil {
 		return err
 	}
-	if err := l.load(ctx, true); err != nil {
+	if err := l.load(ctx, atStart); err != nil {
 		return err
 	}
 	close(l.loaded)
@@ -226,7 +227,7 @@ func (l *Link) start() error {
 	if err != nil {
 		return err
 	}
-	l.mirror = m
+	l.mirror.Store(m)
 	l.wg.Add(2)
 	go m.run()
 	go l.catchUp()
@@ -251,8 +252,8 @@ func (l *Link) connect() error {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			l.reconnects.Add(1)
 			l.log.Info("cluster link up again", "server", nc.ConnectedUrlRedacted())
-			if l.mirror != nil {
-				l.mirror.linkBack()
+			if m := l.mirror.Load(); m != nil {
+				m.linkBack()
 				signal(l.relink)
 			}
 		}),
@@ -323,8 +324,8 @@ func (l *Link) openBucket(ctx context.Context) error {
 		jetstream.WithPublishAsyncTimeout(5*time.Second),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			l.dropped.Add(1)
-			if l.mirror != nil {
-				l.mirror.unacked(m.Subject)
+			if mr := l.mirror.Load(); mr != nil {
+				mr.unacked(m.Subject)
 			}
 		}))
 	if err != nil {
@@ -356,8 +357,8 @@ func (l *Link) openBucket(ctx context.Context) error {
 func (l *Link) Close() {
 	l.stopOnce.Do(func() {
 		close(l.done)
-		if l.mirror != nil {
-			l.mirror.stop()
+		if m := l.mirror.Load(); m != nil {
+			m.stop()
 		}
 		l.wg.Wait()
 		if l.js != nil {
@@ -381,14 +382,14 @@ func (l *Link) Stats() Stats {
 			d += uint64(n)
 		}
 	}
-	if l.mirror != nil {
-		d += l.mirror.sub.Dropped()
+	if m := l.mirror.Load(); m != nil {
+		d += m.dropped()
 	}
 	return Stats{
 		Sent: l.sent.Load(), Received: l.received.Load(), Dropped: d,
 		LoopRejected: l.loopRejected.Load(), Unsent: l.unsent.Load(), Resent: l.resent.Load(),
 		Invalid: l.invalid.Load(), Loaded: l.loadN.Load(), NotLoaded: l.notLoad.Load(),
-		Reconnects: l.reconnects.Load(), LinkUp: up, GatewayID: l.opt.GatewayID,
+		Reconnects: l.reconnects.Load(), CatchUps: l.catchUps.Load(), LinkUp: up, GatewayID: l.opt.GatewayID,
 	}
 }
 

@@ -25,6 +25,15 @@ type mirror struct {
 
 	mu    sync.Mutex
 	owing map[string]struct{} // topics whose latest local value is owed to the cluster
+
+	subMu sync.Mutex // guards sub against Stats while drain replaces it
+}
+
+// dropped is what the current subscriber's drop policy cost.
+func (m *mirror) dropped() uint64 {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	return m.sub.Dropped()
 }
 
 // drainBytes bounds one Drain: the loop goes back to its select between
@@ -56,7 +65,9 @@ func (m *mirror) subscribe() error {
 			return err
 		}
 	}
+	m.subMu.Lock()
 	m.sub = sub
+	m.subMu.Unlock()
 	return nil
 }
 
@@ -67,9 +78,20 @@ func signal(ch chan struct{}) {
 	}
 }
 
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func (m *mirror) stop() {
 	close(m.quit)
+	m.subMu.Lock()
 	m.sub.Close()
+	m.subMu.Unlock()
 }
 
 // linkBack is called by the NATS client when the link is up again.
@@ -133,7 +155,7 @@ func (m *mirror) drain() {
 			break
 		}
 	}
-	if m.sub.Disconnected() {
+	if m.sub.Disconnected() && !closed(m.quit) {
 		// The bus's drop policy is disconnect: subscribe again; what the
 		// cut cost is counted in the old subscriber's drops.
 		m.l.dropped.Add(m.sub.Dropped())
