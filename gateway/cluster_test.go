@@ -305,3 +305,14 @@ func TestClusterNATSRestart(t *testing.T) {
 		t.Error("no reconnect counted")
 	}
 }
+
+// TestClusterReloadNeedsRestart: a reload that changes the cluster
+// section says it needs a restart (the link is made once, at Run).
+func TestClusterReloadNeedsRestart(t *testing.T) {
+	cfg := gatewaytest.Defaults(t)
+	g := gatewaytest.Start(t, cfg)
+	cfg.Cluster.Topics = []string{"plant/#"}
+	if err := g.Reload(cfg); !errors.Is(err, gateway.ErrNeedsRestart) || !strings.Contains(err.Error(), "cluster.topics") {
+		t.Fatalf("reload of cluster.topics: %v, want needs a restart", err)
+	}
+}
