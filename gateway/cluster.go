@@ -68,6 +68,9 @@ var (
 	descClusterBad    = prometheus.NewDesc("edgemux_cluster_invalid_total", "Messages from NATS without an origin, with a bad subject, or on a topic this gateway polls.", nil, nil)
 	descClusterUp     = prometheus.NewDesc("edgemux_cluster_link_up", "1 while the NATS link is up; 0 when down or no cluster is configured.", nil, nil)
 	descClusterRecon  = prometheus.NewDesc("edgemux_cluster_reconnects_total", "Times the NATS link came back.", nil, nil)
+	descClusterFwd    = prometheus.NewDesc("edgemux_cluster_writes_forwarded_total", "Writes to topics another gateway polls, sent to that gateway.", nil, nil)
+	descClusterFwdBad = prometheus.NewDesc("edgemux_cluster_writes_forward_failed_total", "Forwarded writes refused there, not taken by the device, or unanswered.", nil, nil)
+	descClusterServed = prometheus.NewDesc("edgemux_cluster_writes_served_total", "Writes other gateways sent to this gateway's polled devices.", nil, nil)
 	descClusterLoaded = prometheus.NewDesc("edgemux_cluster_kv_loaded", "Last values loaded from the KV bucket at start.", nil, nil)
 	descClusterNotLd  = prometheus.NewDesc("edgemux_cluster_kv_not_loaded", "Last values in the KV bucket past cluster.limits.max_load at start, not loaded.", nil, nil)
 )
@@ -79,7 +82,7 @@ type clusterCollector struct{ g *Gateway }
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClusterSent, descClusterRecv, descClusterDrop, descClusterLoop,
 		descClusterUnsent, descClusterResent, descClusterBad, descClusterUp, descClusterRecon,
-		descClusterLoaded, descClusterNotLd} {
+		descClusterLoaded, descClusterNotLd, descClusterFwd, descClusterFwdBad, descClusterServed} {
 		ch <- d
 	}
 }
@@ -100,6 +103,9 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descClusterResent, s.Resent)
 	counter(descClusterBad, s.Invalid)
 	counter(descClusterRecon, s.Reconnects)
+	counter(descClusterFwd, s.Forwarded)
+	counter(descClusterFwdBad, s.ForwardFail)
+	counter(descClusterServed, s.Served)
 	up := uint64(0)
 	if s.LinkUp {
 		up = 1

@@ -173,11 +173,13 @@ func TestClusterTwoGatewaysOverWebSocket(t *testing.T) {
 	}
 }
 
-// TestClusterModbusReadsRemotePoll: a Modbus master on gateway A reads a
-// tag of A's register map that gateway B polls from a pymodbus device;
-// a publish on A to that topic is refused as not writable (B's device is
-// the truth) and A's value stays the polled one.
-func TestClusterModbusReadsRemotePoll(t *testing.T) {
+// TestClusterModbusRemotePoll: a Modbus master on gateway A reads a tag
+// of A's register map that gateway B polls from a pymodbus device, and
+// writes it: the write goes to B, whose poller writes the device, and the
+// master's response waits for that; A never caches a value the device
+// does not have. A write to a tag B polls read-only fails on A in B's
+// words.
+func TestClusterModbusRemotePoll(t *testing.T) {
 	srv := natstest.Start(t)
 	dev := upstreamtest.TCPDevice(t, 1)
 	cfgB := clusterYAML(t, fmt.Sprintf(`
@@ -193,12 +195,13 @@ modbus:
         poll:
           interval: 100ms
           tags:
-            - {topic: site/plc/h2, table: holding, address: 2, type: uint16}
+            - {topic: site/plc/h2, table: holding, address: 2, type: uint16, writable: true}
+            - {topic: site/plc/h3, table: holding, address: 3, type: uint16}
 `, dev))
 	cfgA := clusterYAML(t, `
 modbus:
   tags:
-    - {topic: site/plc/h2, table: holding, address: 0, type: uint16}
+    - {topic: site/plc/h2, table: holding, address: 0, type: uint16, writable: true}
 `)
 	clusterGateway(t, srv, "gw-b", &cfgB)
 	ga := clusterGateway(t, srv, "gw-a", &cfgA)
@@ -218,11 +221,36 @@ modbus:
 	if got := int(regs[0])<<8 | int(regs[1]); got != 1002 {
 		t.Fatalf("A's register 0 = %d, want 1002 (the device's holding register 2)", got)
 	}
-	if err := ga.Bus().Publish("site/plc/h2", []byte("7"), "ws"); !errors.Is(err, bus.ErrNotWritable) {
-		t.Fatalf("publish on A to B's polled topic: %v, want not writable", err)
+
+	if _, err := master.WriteSingleRegister(0, 4321); err != nil {
+		t.Fatalf("A's master writing B's polled register: %v", err)
 	}
-	if v, _ := ga.Bus().Get("site/plc/h2"); v.Src != "cluster:gw-b" {
+	dh := modbus.NewTCPClientHandler(dev)
+	dh.SlaveId = 1
+	if err := dh.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer dh.Close()
+	if b, err := modbus.NewClient(dh).ReadHoldingRegisters(2, 1); err != nil || int(b[0])<<8|int(b[1]) != 4321 {
+		t.Fatalf("the device's register 2 after the write: %x, %v; want 4321", b, err)
+	}
+	eventually(t, "A reads the written value back through B's poll", func() bool {
+		b, err := master.ReadHoldingRegisters(0, 1)
+		return err == nil && int(b[0])<<8|int(b[1]) == 4321
+	})
+
+	outcome := make(chan error, 1)
+	if err := ga.Bus().PublishDone(nil, "site/plc/h3", []byte("7"), "ws", func(err error) { outcome <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-outcome; !errors.Is(err, bus.ErrWriteFailed) || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("write on A to a tag B polls read-only: %v, want a failed write in B's words", err)
+	}
+	if v, ok := ga.Bus().Get("site/plc/h3"); ok && v.Src != "cluster:gw-b" {
 		t.Fatalf("A's value of B's tag: %q from %q", v.Payload, v.Src)
+	}
+	if st := ga.Snapshot().Cluster; st.Forwarded != 2 || st.ForwardFail != 1 {
+		t.Fatalf("A's forwarded writes: %+v", st)
 	}
 }
 

@@ -56,9 +56,8 @@
 // have. Each gateway announces its claimed topics under the bucket key
 // "c.<gateway id>"; the others claim those topics on their own bus for
 // the owner's "cluster:<id>" source, so the owner's values are taken as
-// values and anyone else's publish is refused as not writable here
-// (bus.ErrNotWritable, which every protocol answers in its own words).
-// The write must be made on the gateway that polls the device.
+// values and anyone else's publish is a write, forwarded to the owner
+// (write.go), which writes the device and answers with its outcome.
 //
 // # Gateway ids
 //

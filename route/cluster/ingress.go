@@ -233,7 +233,7 @@ type remoteClaims struct {
 
 // handleClaims makes origin's announced topics claims on the local bus,
 // owned by its "cluster:<origin>" source: its values are values, anyone
-// else's publish is refused (notHere).
+// else's publish is a write forwarded to origin (write.go).
 func (l *Link) handleClaims(origin string, data []byte) {
 	if origin == l.opt.GatewayID || !natsToken(origin) {
 		return
@@ -247,7 +247,7 @@ func (l *Link) handleClaims(origin string, data []byte) {
 	if slices.Equal(topics, l.remote.byOrigin[origin]) {
 		return
 	}
-	if err := l.bus.Claim(SrcPrefix+origin, topics, notHere{origin: origin}); err != nil {
+	if err := l.bus.Claim(SrcPrefix+origin, topics, remoteWriter{l: l, origin: origin}); err != nil {
 		l.invalid.Add(1)
 		l.log.Error("cluster: gateway's polled topics cannot be claimed here", "origin", origin, "err", err)
 		return
@@ -265,13 +265,6 @@ func natsToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// notHere refuses writes to a topic another gateway's poller owns.
-type notHere struct{ origin string }
-
-func (n notHere) Write(topic string, _ []byte, _ string, _ func(error)) error {
-	return fmt.Errorf("%w: %s is polled by gateway %s; write it there", bus.ErrNotWritable, topic, n.origin)
 }
 
 // kvOpHeader marks a KV delete or purge (the KV package's own header).

@@ -119,17 +119,20 @@ func sanitizeID(h string) string {
 
 // Stats are a Link's counters since Start.
 type Stats struct {
-	Sent         uint64 `json:"sent"`          // messages published to NATS (re-sends included)
-	Received     uint64 `json:"received"`      // messages from other gateways published into the local bus
-	Dropped      uint64 `json:"dropped"`       // messages lost: mirror queue drops, too long, failed publishes, slow-consumer drops, refused by the local bus
-	LoopRejected uint64 `json:"loop_rejected"` // messages that arrived with this gateway's own origin
-	Unsent       uint64 `json:"unsent"`        // local messages not mirrored while the link was down (their topics' last values are re-sent)
-	Resent       uint64 `json:"resent"`        // last values re-sent after the link came back
-	Invalid      uint64 `json:"invalid"`       // messages from NATS without an origin, with a bad subject, or on a topic this gateway polls
-	Loaded       uint64 `json:"kv_loaded"`     // last values loaded from the bucket at start
-	NotLoaded    uint64 `json:"kv_not_loaded"` // last values past max_load, not loaded
-	Reconnects   uint64 `json:"reconnects"`    // times the link came back
-	CatchUps     uint64 `json:"catch_ups"`     // bucket reads done after the link came back
+	Sent         uint64 `json:"sent"`                  // messages published to NATS (re-sends included)
+	Received     uint64 `json:"received"`              // messages from other gateways published into the local bus
+	Dropped      uint64 `json:"dropped"`               // messages lost: mirror queue drops, too long, failed publishes, slow-consumer drops, refused by the local bus
+	LoopRejected uint64 `json:"loop_rejected"`         // messages that arrived with this gateway's own origin
+	Unsent       uint64 `json:"unsent"`                // local messages not mirrored while the link was down (their topics' last values are re-sent)
+	Resent       uint64 `json:"resent"`                // last values re-sent after the link came back
+	Invalid      uint64 `json:"invalid"`               // messages from NATS without an origin, with a bad subject, or on a topic this gateway polls
+	Loaded       uint64 `json:"kv_loaded"`             // last values loaded from the bucket at start
+	NotLoaded    uint64 `json:"kv_not_loaded"`         // last values past max_load, not loaded
+	Reconnects   uint64 `json:"reconnects"`            // times the link came back
+	Forwarded    uint64 `json:"writes_forwarded"`      // writes to topics another gateway polls, sent to it
+	ForwardFail  uint64 `json:"writes_forward_failed"` // of those, refused there, failed at the device, or unanswered
+	Served       uint64 `json:"writes_served"`         // writes other gateways sent to this one's devices
+	CatchUps     uint64 `json:"catch_ups"`             // bucket reads done after the link came back
 	LinkUp       bool   `json:"link_up"`
 	GatewayID    string `json:"gateway_id"`
 }
@@ -158,6 +161,9 @@ type Link struct {
 	sent, received, dropped, loopRejected   atomic.Uint64
 	unsent, resent, invalid, loadN, notLoad atomic.Uint64
 	reconnects, catchUps                    atomic.Uint64
+	forwarded, forwardFailed, served        atomic.Uint64 // writes to other gateways' devices, and for them (write.go)
+	forwarding                              atomic.Int64  // forwarded writes waiting for their answer
+	writeSub                                *nats.Subscription
 	warnedDup                               atomic.Bool
 	relink                                  chan struct{} // the link came back: catch up
 	epoch                                   string        // this link's start, unix ns (hdrEpoch)
@@ -220,6 +226,9 @@ func (l *Link) start() error {
 		return err
 	}
 	close(l.loaded)
+	if err := l.serveWrites(); err != nil {
+		return err
+	}
 	if err := l.announceClaims(ctx); err != nil {
 		return err
 	}
@@ -389,6 +398,7 @@ func (l *Link) Stats() Stats {
 		Sent: l.sent.Load(), Received: l.received.Load(), Dropped: d,
 		LoopRejected: l.loopRejected.Load(), Unsent: l.unsent.Load(), Resent: l.resent.Load(),
 		Invalid: l.invalid.Load(), Loaded: l.loadN.Load(), NotLoaded: l.notLoad.Load(),
+		Forwarded: l.forwarded.Load(), ForwardFail: l.forwardFailed.Load(), Served: l.served.Load(),
 		Reconnects: l.reconnects.Load(), CatchUps: l.catchUps.Load(), LinkUp: up, GatewayID: l.opt.GatewayID,
 	}
 }

@@ -142,35 +142,64 @@ func TestDuplicateGatewayID(t *testing.T) {
 	}
 }
 
-// refuseAll stands for a poller's Writer.
-type refuseAll struct{}
+// device stands for B's poller: a write is taken by the device, whose
+// new value the poller then publishes as its own; "bad" is refused.
+type device struct {
+	b      *bus.Bus
+	writes chan string
+}
 
-func (refuseAll) Write(string, []byte, string, func(error)) error { return bus.ErrWriteBusy }
+func (d *device) Write(topic string, payload []byte, src string, done func(error)) error {
+	if string(payload) == "bad" {
+		return fmt.Errorf("%w: not a number", bus.ErrWriteValue)
+	}
+	d.writes <- src + " " + string(payload)
+	go func() {
+		d.b.Publish(topic, payload, "modbus-poll") // the read-back
+		done(nil)
+	}()
+	return nil
+}
 
-// TestRemoteClaimNotWritable: a topic B polls is refused on A as not
-// writable, and A caches nothing for it; B's values reach A as values.
-func TestRemoteClaimNotWritable(t *testing.T) {
+// TestRemoteClaimWriteForwarded: a publish on A to a topic B polls is a
+// write forwarded to B, whose device takes it; A caches nothing until
+// the device's value comes back as B's; a value B refuses is a failed
+// write on A, never a value.
+func TestRemoteClaimWriteForwarded(t *testing.T) {
 	srv := natstest.Start(t)
 	busA, busB := newBus(), newBus()
-	if err := busB.Claim("modbus-poll", []string{"dev/temp"}, refuseAll{}); err != nil {
+	dev := &device{b: busB, writes: make(chan string, 4)}
+	if err := busB.Claim("modbus-poll", []string{"dev/sp"}, dev); err != nil {
 		t.Fatal(err)
 	}
-	join(t, srv, busB, "gw-b", "dev/temp")
-	join(t, srv, busA, "gw-a")
-	err := busA.Publish("dev/temp", []byte("99"), "ws")
-	if !errors.Is(err, bus.ErrNotWritable) || !strings.Contains(err.Error(), "gw-b") {
-		t.Fatalf("publish on A to B's polled topic: %v, want not writable, naming gw-b", err)
-	}
-	if m, ok := busA.Get("dev/temp"); ok {
-		t.Fatalf("A cached %q for B's device", m.Payload)
-	}
-	if err := busB.Publish("dev/temp", []byte("21"), "modbus-poll"); err != nil {
+	lb := join(t, srv, busB, "gw-b", "dev/sp")
+	la := join(t, srv, busA, "gw-a")
+	outcome := make(chan error, 1)
+	if err := busA.PublishDone(nil, "dev/sp", []byte("21"), "ws", func(err error) { outcome <- err }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A has B's polled value", func() bool {
-		m, ok := busA.Get("dev/temp")
-		return ok && string(m.Payload) == "21"
+	if got := <-dev.writes; got != "cluster:gw-a 21" {
+		t.Fatalf("B's device got %q", got)
+	}
+	if err := <-outcome; err != nil {
+		t.Fatalf("write forwarded to B: %v", err)
+	}
+	eventually(t, "A has the device's value from B", func() bool {
+		m, ok := busA.Get("dev/sp")
+		return ok && string(m.Payload) == "21" && m.Src == "cluster:gw-b"
 	})
+	if err := busA.PublishDone(nil, "dev/sp", []byte("bad"), "ws", func(err error) { outcome <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-outcome; !errors.Is(err, bus.ErrWriteFailed) || !strings.Contains(err.Error(), "not a number") {
+		t.Fatalf("refused write: %v, want a failed write with B's words", err)
+	}
+	if m, _ := busA.Get("dev/sp"); string(m.Payload) != "21" {
+		t.Fatalf("A's value after a refused write: %q", m.Payload)
+	}
+	if a, b := la.Stats(), lb.Stats(); a.Forwarded != 2 || a.ForwardFail != 1 || b.Served != 2 {
+		t.Fatalf("A %+v\nB %+v", a, b)
+	}
 }
 
 // TestNATSRestart: with the server down the local bus works and what is
