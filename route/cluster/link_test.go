@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +244,62 @@ func TestNATSRestart(t *testing.T) {
 	}
 	if st := lb.Stats(); st.LoopRejected != 0 {
 		t.Errorf("B after the restart: %+v", st)
+	}
+}
+
+// TestDownTopicsBounded: while the link is down the topics owed to the
+// cluster are remembered up to MaxPending; the rest are counted as
+// dropped, and those remembered are re-sent when it is back.
+func TestDownTopicsBounded(t *testing.T) {
+	srv := natstest.Start(t)
+	busA, busB := newBus(), newBus()
+	la, err := Start(busA, Options{URLs: []string{srv.URL()}, GatewayID: "gw-a", Bucket: "edgemux", Prefix: "edgemux", MaxPending: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(la.Close)
+	lb := join(t, srv, busB, "gw-b")
+	srv.Stop()
+	eventually(t, "A sees the link down", func() bool { return !la.Stats().LinkUp })
+	for i := range 100 {
+		if err := busA.Publish("down/t"+strconv.Itoa(i), []byte("v"), "ws"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each message is either dropped from the mirror's queue (16 deep)
+	// or taken while down (unsent) and its topic owed, up to 16 topics:
+	// 84 lost either way, counted.
+	eventually(t, "A counts 84 lost and 16 owed", func() bool {
+		st := la.Stats()
+		return st.Dropped == 100-16 && st.Unsent >= 16
+	})
+	srv.Restart()
+	eventually(t, "B has the 16 re-sent values", func() bool { return lb.Stats().Received == 16 })
+	n := 0
+	busB.Retained("down/#", func(bus.Message) bool { n++; return true })
+	if n != 16 {
+		t.Fatalf("B holds %d of the topics published while down, want 16", n)
+	}
+}
+
+// TestUserPassword: a server that asks for a user and password takes the
+// link with the password read from its file, and refuses a wrong one: the
+// start fails.
+func TestUserPassword(t *testing.T) {
+	srv := natstest.Start(t, "--user", "edge", "--pass", "s3cret")
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	os.WriteFile(good, []byte("s3cret\n"), 0o600)
+	os.WriteFile(bad, []byte("nope\n"), 0o600)
+	opt := Options{URLs: []string{srv.URL()}, GatewayID: "gw-a", Bucket: "edgemux", Prefix: "edgemux", User: "edge", PasswordFile: good}
+	l, err := Start(newBus(), opt)
+	if err != nil {
+		t.Fatalf("with the password: %v", err)
+	}
+	l.Close()
+	opt.PasswordFile = bad
+	if l, err := Start(newBus(), opt); err == nil {
+		l.Close()
+		t.Fatal("a wrong password joined the cluster")
 	}
 }

@@ -28,6 +28,7 @@ func binary() (string, error) {
 type Server struct {
 	t    testing.TB
 	bin  string
+	args []string
 	port int
 	dir  string
 	cmd  *exec.Cmd
@@ -46,14 +47,15 @@ func CheckConfig(t testing.TB, path string) {
 	}
 }
 
-// Start runs a nats-server with JetStream until the test ends.
-func Start(t testing.TB) *Server {
+// Start runs a nats-server with JetStream until the test ends; args are
+// added to its command line (--user u --pass p, say).
+func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := binary()
 	if err != nil {
 		t.Fatalf("nats-server is needed (apt-get install nats-server): %v", err)
 	}
-	s := &Server{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, port: freePort(t), dir: t.TempDir(), args: args}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -77,7 +79,7 @@ func (s *Server) Stop() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	cmd := exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-sd", s.dir)
+	cmd := exec.Command(s.bin, append([]string{"-js", "-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-sd", s.dir}, s.args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if !testing.Verbose() {
 		cmd.Stdout, cmd.Stderr = nil, nil
