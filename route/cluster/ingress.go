@@ -36,15 +36,8 @@ func (l *Link) onMessage(m *nats.Msg) {
 // while this gateway was cut off (what it has already is skipped by the
 // per-topic order check).
 func (l *Link) load(ctx context.Context, how arrival) error {
-	cons, err := l.js.OrderedConsumer(ctx, "KV_"+l.opt.Bucket, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"$KV." + l.opt.Bucket + ".>"},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
-	}
-	// The ordered consumer is made on the first fetch: ask the stream
-	// how many messages it holds (history 1: one per key).
+	// How many messages the stream holds (history 1: one per key) says
+	// when to stop; a consumer's own count is known only once it runs.
 	stream, err := l.js.Stream(ctx, "KV_"+l.opt.Bucket)
 	if err != nil {
 		return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
@@ -53,25 +46,31 @@ func (l *Link) load(ctx context.Context, how arrival) error {
 	if err != nil {
 		return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
 	}
-	left := info.State.Msgs
-	for left > 0 {
-		batch, err := cons.Fetch(int(min(left, 512)), jetstream.FetchMaxWait(l.opt.ConnectTimeout))
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects:   []string{"$KV." + l.opt.Bucket + ".>"},
+		DeliverPolicy:    jetstream.DeliverLastPerSubjectPolicy,
+		MaxResetAttempts: 3, // not the default, for ever: ctx bounds the read
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			l.handle(msg.Subject(), msg.Headers(), msg.Data(), how)
-			if md, err := msg.Metadata(); err == nil {
-				left = md.NumPending
-			}
-		}
-		if err := batch.Error(); err != nil && got == 0 {
-			return fmt.Errorf("cluster: read bucket %s: %w", l.opt.Bucket, err)
-		}
-		if got == 0 {
-			break // nothing came within the wait: what was pending went away
+		l.handle(msg.Subject(), msg.Headers(), msg.Data(), how)
+		md, err := msg.Metadata()
+		if err != nil || md.NumPending == 0 {
+			break
 		}
 	}
 	if how == atStart {

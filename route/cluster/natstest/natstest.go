@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,4 +111,40 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartCluster runs n nats-servers (3 for JetStream's Raft) routed to
+// each other as one NATS cluster on loopback, until the test ends.
+// JetStream there is ready only once the nodes have elected a leader,
+// some seconds after they listen.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		t.Fatalf("nats-server is needed (apt-get install nats-server): %v", err)
+	}
+	routes := make([]int, n)
+	for i := range routes {
+		routes[i] = freePort(t)
+	}
+	var routeURLs []string
+	for _, p := range routes {
+		routeURLs = append(routeURLs, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	dir := t.TempDir()
+	servers := make([]*Server, n)
+	for i := range servers {
+		conf := filepath.Join(dir, fmt.Sprintf("node%d.conf", i+1))
+		text := fmt.Sprintf("server_name: node%d\ncluster {\n  name: test\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n",
+			i+1, routes[i], strings.Join(routeURLs, ", "))
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = &Server{t: t, bin: bin, port: freePort(t), dir: filepath.Join(dir, fmt.Sprint(i+1)), args: []string{"-c", conf}}
+	}
+	for _, s := range servers {
+		s.Restart()
+		t.Cleanup(s.Stop)
+	}
+	return servers
 }
