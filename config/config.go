@@ -32,6 +32,7 @@ type Config struct {
 	Log        Log             `yaml:"log"`        // logging
 	DataDir    string          `yaml:"data_dir"`   // where state on disk lives: the north sinks' queues (north.go)
 	North      North           `yaml:"north"`      // northbound sinks: MQTT brokers (north.go)
+	Cluster    Cluster         `yaml:"cluster"`    // the bus across gateways over NATS JetStream (cluster.go)
 	Lines      map[string]int  `yaml:"-"`          // field path -> line, filled by Parse
 }
 

@@ -119,6 +119,8 @@ func Defaults() Config {
 		Log:  Log{Level: "info", Format: "text"},
 		// Northbound: no sink, nothing starts.
 		DataDir: DefaultDataDir,
+
+		Cluster: defaultCluster(),
 	}
 	c.Normalize()
 	return c

@@ -94,6 +94,7 @@ func (c Config) Validate() error {
 	v.checkRUDP()
 	v.checkCoAP()
 	v.checkNorth()
+	v.checkCluster()
 	return v.result()
 }
 

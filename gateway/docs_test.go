@@ -72,6 +72,7 @@ func metricLabels(t *testing.T) map[string][]string {
 	rudpCollector{g: g}.Describe(ch)
 	stageCollector{h: g.stages}.Describe(ch)
 	northCollector{g: g}.Describe(ch)
+	clusterCollector{g: g}.Describe(ch)
 	close(ch)
 	descRe := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 	out := map[string][]string{}

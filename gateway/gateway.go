@@ -33,6 +33,7 @@ import (
 	"github.com/edgemux/edgemux/protocols/websocket"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/cluster"
 	"github.com/edgemux/edgemux/route/north"
 )
 
@@ -75,6 +76,8 @@ type Gateway struct {
 	rudp    *rudp.Handler // their datagram handler
 	coap    *coap.Handler // CoAP over TCP and UDP
 	north   *north.Set    // northbound sinks (north.go); empty without north.sinks
+
+	cluster atomic.Pointer[cluster.Link] // the bus across gateways; nil without one (cluster.go)
 
 	udpBindFails int // tests: how many binds fail as if the port were taken for UDP
 	pools        []*pool

@@ -19,6 +19,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if g.closing.Load() {
 		return ErrClosed
 	}
+	// The cluster's last values are in the cache before anyone connects.
+	if err := g.startCluster(); err != nil {
+		g.stop()
+		g.release()
+		return err
+	}
 	if err := g.startLoops(); err != nil {
 		g.stop()
 		g.release()
@@ -151,6 +157,7 @@ func (g *Gateway) stop() {
 		g.poller.Close()
 		g.up.Close()
 		g.north.Close() // announces the gateway offline, syncs the stores
+		g.stopCluster()
 	})
 }
 

@@ -64,6 +64,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.forwarded = f("forwarded_total", "Connections forwarded to a backend.")
 	m.forwardErrors = f("forward_errors_total", "Forward routes whose backend could not be reached.")
 	m.reg.MustRegister(&stateCollector{g: g}, udpCollector{g: g}, rudpCollector{g: g}, stageCollector{h: g.stages}, northCollector{g: g},
+		clusterCollector{g: g},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zeroSeries(g)

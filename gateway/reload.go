@@ -61,6 +61,7 @@ var restartOnly = []string{
 	"listen", "loops", "pin_cpus", "pools", "dispatch", "private", "quarantine", "bus",
 	"admin.enabled", "admin.idle_timeout", "admin.stage_sample", "udp", "rudp", "coap",
 	"data_dir", "north", // the sinks hold connections and queues on disk
+	"cluster",
 }
 
 // restartKeys are the keys of cfg that differ from running and need a

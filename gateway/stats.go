@@ -37,7 +37,8 @@ type Stats struct {
 	StageSample   int                       `json:"stage_sample"`   // one event in this many is sampled; 0 = off
 	Stale         uint64                    `json:"stale_events"`
 	Forwarding    int64                     `json:"forwarding"`
-	North         []north.Stats             `json:"north"` // northbound sinks, in configuration order (edgemux_north_* in /metrics)
+	North         []north.Stats             `json:"north"`   // northbound sinks, in configuration order (edgemux_north_* in /metrics)
+	Cluster       ClusterStats              `json:"cluster"` // the bus across gateways (cluster.go)
 }
 
 // QuarantineStats summarises the quarantine book.
@@ -130,6 +131,7 @@ func (g *Gateway) Snapshot() Stats {
 	}
 	st.CoAP = counterMap(g.coap.Stats().Counters())
 	st.North = g.north.Stats()
+	st.Cluster = g.clusterStats()
 	return st
 }
 
