@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,7 +82,10 @@ func (l *Link) load(ctx context.Context, how arrival) error {
 
 // catchUp reloads the bucket each time the link comes back: what other
 // gateways published while this one was cut off reached it in no live
-// message. It runs on a goroutine of its own until Close.
+// message. It runs on a goroutine of its own until Close. A failed read
+// is tried again a second later until one succeeds: right after a NATS
+// server restarts, the connection is back before JetStream serves the
+// bucket, and no second reconnect would come to trigger another try.
 func (l *Link) catchUp() {
 	defer l.wg.Done()
 	for {
@@ -90,21 +94,33 @@ func (l *Link) catchUp() {
 			return
 		case <-l.relink:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*l.opt.ConnectTimeout)
-		go func() {
+		for !l.catchUpOnce() {
 			select {
 			case <-l.done:
-				cancel()
-			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
 			}
-		}()
-		if err := l.load(ctx, atCatchUp); err != nil {
-			l.log.Warn("cluster: catch-up after reconnect failed", "err", err)
-		} else {
-			l.catchUps.Add(1)
 		}
-		cancel()
 	}
+}
+
+// catchUpOnce reads the bucket once; false if that failed.
+func (l *Link) catchUpOnce() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*l.opt.ConnectTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := l.load(ctx, atCatchUp); err != nil {
+		l.log.Warn("cluster: catch-up after reconnect failed; trying again", "err", err)
+		return false
+	}
+	l.catchUps.Add(1)
+	return true
 }
 
 // arrival is how a message of the bucket came.
