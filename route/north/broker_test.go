@@ -12,6 +12,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgemux/edgemux/route/north/northtest"
 )
 
 // The tests run against the real mosquitto (Debian's; CI installs it):
@@ -71,7 +73,7 @@ func (b *broker) start() {
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
 	}
-	eventually(b.t, "mosquitto listening (its log: "+b.conf+".log)", func() bool {
+	northtest.Eventually(b.t, "mosquitto listening (its log: "+b.conf+".log)", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(b.port))
 		if err == nil {
 			c.Close()
@@ -89,19 +91,6 @@ func (b *broker) stop() {
 	b.cmd.Process.Kill()
 	b.cmd.Wait()
 	b.cmd = nil
-}
-
-// eventually polls cond until it holds, with a generous deadline: these
-// machines are shared, so nothing here is a timing assertion.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // received is what a test subscriber got, in order.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/north/northtest"
 )
 
 // storeSink starts a sink with a spool in a temp dir.
@@ -103,11 +104,11 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	// A broker without persistence loses what it acknowledged but had not
 	// delivered when it dies: that is the broker's guarantee, not ours, so
 	// the kill comes once the first part is through.
-	eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
+	northtest.Eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
 	br.stop()
-	eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, before, before+during)
-	eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
+	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
 	if st := s.Stats(); st.QueueBytes <= 0 || st.OldestAge < 0 || st.Spooled != before+during {
 		t.Fatalf("while down: %+v", st)
 	}
@@ -121,8 +122,8 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	g.hold(false)
 	publishRange(t, b, before+during, before+during+after) // live data during the drain
 	total := before + during + after
-	eventually(t, "every message", func() bool { d, _, _ := tally(t, got); return len(d) == total })
-	eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
+	northtest.Eventually(t, "every message", func() bool { d, _, _ := tally(t, got); return len(d) == total })
+	northtest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
 	d, dups, _ := tally(t, got)
 	// The store is FIFO: what came before the restart arrives in order
 	// (what came after may be live, ahead of the backlog).
@@ -160,7 +161,7 @@ func TestMQTTStoreCap(t *testing.T) {
 				must(t, b.Publish("s/a", []byte(fmt.Sprintf("n=%d", i)), "ws"))
 				must(t, b.Publish("s/pad", []byte(pad), "ws")) // fills the queue; filtered out below
 			}
-			eventually(t, "every message stored or counted", func() bool {
+			northtest.Eventually(t, "every message stored or counted", func() bool {
 				st := s.Stats()
 				return st.Spooled+st.Refused == 2*n
 			})
@@ -180,8 +181,8 @@ func TestMQTTStoreCap(t *testing.T) {
 				}
 			}
 			g.hold(false)
-			eventually(t, "the queue drained", func() bool { return s.Stats().QueueRecords == 0 })
-			eventually(t, "everything kept delivered", func() bool { return int64(got.len()) >= kept })
+			northtest.Eventually(t, "the queue drained", func() bool { return s.Stats().QueueRecords == 0 })
+			northtest.Eventually(t, "everything kept delivered", func() bool { return int64(got.len()) >= kept })
 			var nums []int
 			for _, m := range got.snapshot() {
 				if m.Topic() == "out/s/a" {
@@ -209,11 +210,11 @@ func TestMQTTLiveAheadOfBacklog(t *testing.T) {
 	s := storeSink(t, g.url(), b, config.NorthStore{DrainRate: 200}) // 2,000 take 9 s and more
 	got, _ := subscribe(t, br.url("tcp"), "t-live", "out/#", true, nil)
 	publishRange(t, b, 0, backlog)
-	eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == backlog })
+	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == backlog })
 	g.hold(false)
-	eventually(t, "the drain under way", func() bool { return s.Stats().Drained > 0 })
+	northtest.Eventually(t, "the drain under way", func() bool { return s.Stats().Drained > 0 })
 	must(t, b.Publish("s/live", []byte("n=live"), "ws"))
-	eventually(t, "the live message", func() bool {
+	northtest.Eventually(t, "the live message", func() bool {
 		for _, m := range got.snapshot() {
 			if string(m.Payload()) == "n=live" {
 				return true
@@ -231,10 +232,10 @@ func TestMQTTLiveAheadOfBacklog(t *testing.T) {
 	if before >= backlog {
 		t.Fatalf("the live message came after the whole backlog (%d messages)", before)
 	}
-	eventually(t, "the backlog through", func() bool { return distinctPayloads(got) == backlog+1 })
+	northtest.Eventually(t, "the backlog through", func() bool { return distinctPayloads(got) == backlog+1 })
 	// The live message is confirmed (and leaves the disk) in its turn,
 	// after the backlog.
-	eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
+	northtest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
 	if st := s.Stats(); st.Drained != backlog || st.Published != backlog+1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -298,7 +299,7 @@ func TestMQTTStoreOrderLiveFull(t *testing.T) {
 	waitUp(t, s)
 	got, _ := subscribe(t, br.url("tcp"), "t-ord", "out/#", true, nil)
 	publishRange(t, b, 0, n)
-	eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
+	northtest.Eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
 	if !inOrderBelow(t, got, n) {
 		t.Fatal("messages out of order with the link up")
 	}
