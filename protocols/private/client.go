@@ -351,8 +351,9 @@ func (c *Client) readLoop() {
 	}
 	c.mu.Unlock()
 	_ = c.conn.Close()
-	close(c.msgs)
+	// done first: whoever sees Messages closed must find Err set.
 	close(c.done)
+	close(c.msgs)
 }
 
 func (c *Client) readFrames() error {

@@ -379,3 +379,28 @@ func TestClientAnswersPing(t *testing.T) {
 		t.Fatal("no PONG")
 	}
 }
+
+// TestErrKnownWhenMessagesClose: a caller that reads Messages until it is
+// closed and then asks Err must get the reason, never nil. Messages used
+// to close before the reason was published, and the edgemux binary's
+// SIGTERM test saw "<nil>, want GOING_AWAY" now and then.
+func TestErrKnownWhenMessagesClose(t *testing.T) {
+	for i := range 200 {
+		addr := rawServer(t, func(c net.Conn) {
+			buf := make([]byte, 256)
+			_, _ = c.Read(buf)
+			_, _ = c.Write(AppendAck(nil, Ack{Status: CodeOK}))
+			_, _ = c.Write(AppendError(nil, CodeGoingAway, "bye"))
+		})
+		c, err := Dial(context.Background(), addr, "dev", ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range c.Messages() {
+		}
+		if !errors.Is(c.Err(), CodeGoingAway) {
+			t.Fatalf("round %d: Err %v after Messages closed, want GOING_AWAY", i, c.Err())
+		}
+		c.Close()
+	}
+}
