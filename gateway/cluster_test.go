@@ -20,6 +20,7 @@ import (
 	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/cluster/natstest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // clusterGateway starts a gateway on cfg (the defaults when nil) in the
@@ -85,17 +86,6 @@ func wsSubscribe(t *testing.T, c *websocket.Conn, filter string) []wsMsg {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestClusterTwoGatewaysOverWebSocket: numbered messages published on
 // gateway A by a WebSocket client, interleaved over three topics, reach a
 // WebSocket subscriber on gateway B complete and in order per topic; a
@@ -144,7 +134,7 @@ func TestClusterTwoGatewaysOverWebSocket(t *testing.T) {
 			t.Fatalf("after %d messages, %+v before the marker", n, m)
 		}
 	}
-	eventually(t, "cluster counters with the marker", func() bool {
+	routetest.Eventually(t, "cluster counters with the marker", func() bool {
 		a, b := ga.Snapshot().Cluster, gb.Snapshot().Cluster
 		return a.Sent == n+1 && b.Received == n+1
 	})
@@ -213,7 +203,7 @@ modbus:
 	defer h.Close()
 	master := modbus.NewClient(h)
 	var regs []byte
-	eventually(t, "A's master reads B's polled register", func() bool {
+	routetest.Eventually(t, "A's master reads B's polled register", func() bool {
 		var err error
 		regs, err = master.ReadHoldingRegisters(0, 1)
 		return err == nil
@@ -234,7 +224,7 @@ modbus:
 	if b, err := modbus.NewClient(dh).ReadHoldingRegisters(2, 1); err != nil || int(b[0])<<8|int(b[1]) != 4321 {
 		t.Fatalf("the device's register 2 after the write: %x, %v; want 4321", b, err)
 	}
-	eventually(t, "A reads the written value back through B's poll", func() bool {
+	routetest.Eventually(t, "A reads the written value back through B's poll", func() bool {
 		b, err := master.ReadHoldingRegisters(0, 1)
 		return err == nil && int(b[0])<<8|int(b[1]) == 4321
 	})
@@ -313,22 +303,22 @@ func TestClusterNATSRestart(t *testing.T) {
 	if err := ga.Bus().Publish("r/x", []byte("1"), "ws"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B has r/x=1", has(gb, "r/x", "1"))
+	routetest.Eventually(t, "B has r/x=1", has(gb, "r/x", "1"))
 	srv.Stop()
-	eventually(t, "A's link metric 0", func() bool { return metricValue(t, ga, "edgemux_cluster_link_up") == "0" })
+	routetest.Eventually(t, "A's link metric 0", func() bool { return metricValue(t, ga, "edgemux_cluster_link_up") == "0" })
 	for i := 2; i <= 50; i++ {
 		if err := ga.Bus().Publish("r/x", []byte(strconv.Itoa(i)), "ws"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "A counts what it could not mirror", func() bool { return metricValue(t, ga, "edgemux_cluster_unsent_total") == "49" })
+	routetest.Eventually(t, "A counts what it could not mirror", func() bool { return metricValue(t, ga, "edgemux_cluster_unsent_total") == "49" })
 	srv.Restart()
-	eventually(t, "A's link metric 1", func() bool { return metricValue(t, ga, "edgemux_cluster_link_up") == "1" })
-	eventually(t, "B has the value published while down", has(gb, "r/x", "50"))
+	routetest.Eventually(t, "A's link metric 1", func() bool { return metricValue(t, ga, "edgemux_cluster_link_up") == "1" })
+	routetest.Eventually(t, "B has the value published while down", has(gb, "r/x", "50"))
 	if err := ga.Bus().Publish("r/y", []byte("after"), "ws"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B has r/y", has(gb, "r/y", "after"))
+	routetest.Eventually(t, "B has r/y", has(gb, "r/y", "after"))
 	if metricValue(t, ga, "edgemux_cluster_reconnects_total") == "0" {
 		t.Error("no reconnect counted")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // everyPolicy is every dispatch policy: tests of the paths an event takes
@@ -55,13 +56,7 @@ func startGateway(t *testing.T, cfg config.Config, opt Options) *Gateway {
 // limit is a hang guard, not a performance assertion.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	routetest.Eventually(t, what, cond)
 }
 
 // httpGet fetches path from the gateway's admin endpoints.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/cluster/natstest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // join starts a link for b with id on the server.
@@ -32,13 +33,7 @@ func join(t *testing.T, srv *natstest.Server, b *bus.Bus, id string, claims ...s
 // generous deadline (shared 2-core machines: no timed assertion).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	routetest.Eventually(t, what, cond)
 }
 
 // collector drains a live "#" subscriber of b.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgemux/edgemux/gateway"
 	"github.com/edgemux/edgemux/gateway/gatewaytest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // startGateway runs a gateway with the built-in defaults on a free
@@ -38,13 +39,7 @@ func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 // eventually polls cond until it holds; the limit is a hang guard.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	routetest.Eventually(t, what, cond)
 }
 
 // TestClientPubGet runs under every dispatch policy: get relies on the
