@@ -384,7 +384,7 @@ func (w *worker) feed(c *conn, b []byte) {
 		if w.st.on {
 			t0 = w.st.now()
 		}
-		if benchSlowBuild && c.proto == benchSlow.proto {
+		if benchSlowBuild && benchSlowFor(c) {
 			time.Sleep(benchSlow.delay) // benchmark builds only (benchslow.go)
 		}
 		err := w.safe(c, data, func() error {

@@ -67,6 +67,8 @@ type options struct {
 	warm      time.Duration
 	duration  time.Duration
 	keepFiles bool
+	slow      time.Duration
+	period    int
 }
 
 func main() {
@@ -76,27 +78,36 @@ func main() {
 	flag.IntVar(&o.port, "port", 7411, "gateway port")
 	flag.StringVar(&policies, "policies", "roundrobin,leastconns,entropy", "dispatch policies to run, in order")
 	flag.IntVar(&o.workers, "workers", 4, "workers in the private pool (N)")
-	flag.IntVar(&o.bursty, "bursty", 8, "bursty devices (every Nth connection)")
-	flag.IntVar(&o.steady, "steady", 0, "steady bystanders; 0 = bursty*(N-1)")
+	flag.IntVar(&o.bursty, "bursty", 8, "bursty devices")
+	flag.IntVar(&o.period, "period", 0, "every period-th connection is bursty; 0 = 2N, so round-robin stacks every bursty device on one worker beside as many bystanders")
+	flag.IntVar(&o.steady, "steady", 0, "steady bystanders; 0 = bursty*(period-1)")
 	flag.IntVar(&o.train, "train", 64, "back-to-back pings per burst")
 	flag.DurationVar(&o.pause, "pause", 50*time.Millisecond, "pause between a bursty device's trains")
 	flag.DurationVar(&o.interval, "interval", 10*time.Millisecond, "a bystander's ping interval")
 	flag.DurationVar(&o.warm, "warm", 3*time.Second, "first visit, for learning")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured second visit")
 	flag.BoolVar(&o.keepFiles, "keep", false, "keep the config and log files")
+	flag.DurationVar(&o.slow, "slow", 0, "each bursty message costs its worker this long (needs a -tags benchslow binary); 0 = off")
 	flag.BoolVar(&verbose, "v", false, "print each worker's counted work once the second visit is placed")
 	flag.Parse()
 	if o.edgemux == "" {
 		fmt.Fprintln(os.Stderr, "placement: -edgemux is required")
 		os.Exit(2)
 	}
+	if o.period <= 0 {
+		o.period = 2 * o.workers
+	}
+	if o.period%o.workers != 0 {
+		fmt.Fprintln(os.Stderr, "placement: -period must be a multiple of -workers, or round-robin does not stack")
+		os.Exit(2)
+	}
 	if o.steady == 0 {
-		o.steady = o.bursty * (o.workers - 1)
+		o.steady = o.bursty * (o.period - 1)
 	}
 	o.policies = strings.Split(policies, ",")
 	go stopGatewayOnSignal()
-	fmt.Printf("placement: workers=%d bursty=%d steady=%d train=%d pause=%s interval=%s warm=%s duration=%s\n",
-		o.workers, o.bursty, o.steady, o.train, o.pause, o.interval, o.warm, o.duration)
+	fmt.Printf("placement: workers=%d period=%d bursty=%d steady=%d train=%d pause=%s interval=%s warm=%s duration=%s slow=%s\n",
+		o.workers, o.period, o.bursty, o.steady, o.train, o.pause, o.interval, o.warm, o.duration, o.slow)
 	fmt.Printf("%-11s %8s %14s %8s %14s %9s %9s %9s %8s\n", "policy", "busy_max/min", "busy_share_%", "ev_max/min", "ev_share_%", "p50_ms", "p99_ms", "p999_ms", "pings")
 	for _, p := range o.policies {
 		r, err := runPolicy(o, p)
@@ -120,6 +131,26 @@ type result struct {
 	pings          int
 }
 
+// burstyNet holds every bursty device's source address (127.0.1.x).
+const burstyNet = "127.0.1.0/24"
+
+// checkSlow makes sure a -slow run really has slow bursty devices: a
+// binary built without -tags benchslow ignores the variable, and its
+// figures would pass for the slow run's.
+func checkSlow(o options, logName string) error {
+	if o.slow <= 0 {
+		return nil
+	}
+	log, err := os.ReadFile(logName)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(log), "benchmark build: every private Data call (from "+burstyNet+")") {
+		return fmt.Errorf("-slow %s: %s is not a -tags benchslow build (its log does not say the knob is on)", o.slow, o.edgemux)
+	}
+	return nil
+}
+
 // runPolicy starts a gateway under policy, runs both visits and returns
 // the second visit's figures.
 func runPolicy(o options, policy string) (result, error) {
@@ -141,6 +172,9 @@ func runPolicy(o options, policy string) (result, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.edgemux, "run", "-c", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if o.slow > 0 {
+		cmd.Env = append(os.Environ(), "EDGEMUX_BENCH_SLOW=private:"+o.slow.String()+"@"+burstyNet)
+	}
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
@@ -151,6 +185,9 @@ func runPolicy(o options, policy string) (result, error) {
 	}()
 	addr := fmt.Sprintf("127.0.0.1:%d", o.port)
 	if err := waitUp(addr); err != nil {
+		return result{}, err
+	}
+	if err := checkSlow(o, logf.Name()); err != nil {
 		return result{}, err
 	}
 	// First visit: placement learns (under entropy; the others ignore it).
@@ -220,7 +257,7 @@ func visit(o options, addr string, d time.Duration, during func(stop <-chan stru
 	}()
 	b, s := 0, 0
 	for i := 0; b < o.bursty || s < o.steady; i++ {
-		bursty := (i%o.workers == o.workers-1 && b < o.bursty) || s >= o.steady
+		bursty := (i%o.period == o.period-1 && b < o.bursty) || s >= o.steady
 		var from string
 		if bursty {
 			b++
