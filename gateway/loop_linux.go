@@ -48,6 +48,7 @@ type loop struct {
 	turn        uint64 // epoll_wait calls so far
 	wheel       *wheel
 	peek        []byte
+	peer        acceptAddr // accept4 writes the new connection's address here
 	events      []unix.EpollEvent
 	park        *epollPark              // waits on the runtime's poller; nil: blocking epoll_wait (pin_cpus)
 	rings       []*route.Ring           // by global worker index
