@@ -33,7 +33,6 @@ type epollPark struct {
 	events []unix.EpollEvent
 	n      int   // what the last try returned
 	err    error // and its error
-	tried  bool  // wait has just tried: the first call from rc.Read need not
 	tryFn  func(uintptr) bool
 }
 
@@ -57,13 +56,6 @@ func newEpollPark(epfd int, events []unix.EpollEvent) (*epollPark, error) {
 // try is one non-blocking epoll_wait; it reports whether the wait is over
 // (events, or an error other than EINTR).
 func (p *epollPark) try(fd uintptr) bool {
-	if p.tried {
-		// The try in wait found nothing. Whatever is ready after it
-		// raised a new edge on the epoll fd, which the runtime's
-		// poller keeps for the wait that follows this call.
-		p.tried = false
-		return false
-	}
 	p.n, p.err = unix.EpollWait(int(fd), p.events, 0)
 	if p.err == unix.EINTR {
 		p.n, p.err = 0, nil
@@ -80,9 +72,15 @@ func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
 		return p.n, p.err
 	}
 	p.f.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))
-	p.tried = true
+	// rc.Read tries again before it parks, and that try is needed: it
+	// first clears the readiness the runtime's poller may have noted
+	// already (for an event raised after the try above), so a park
+	// without a try after that clear could sleep through an event
+	// (TestEpollParkLosesNoWake).
+	if testHookPark != nil {
+		testHookPark()
+	}
 	err := p.rc.Read(p.tryFn)
-	p.tried = false
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return 0, nil
 	}
@@ -91,6 +89,10 @@ func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
 	}
 	return p.n, p.err
 }
+
+// testHookPark runs between wait's try that found nothing and the park;
+// tests raise events in that window with it.
+var testHookPark func()
 
 // close closes the epoll fd through the runtime, which deregisters it.
 func (p *epollPark) close() { p.f.Close() }
