@@ -83,13 +83,13 @@ func (l *loop) accept(rt *runtimeConfig) {
 	}
 	burst := max(l.acceptBurst, 1)
 	for range burst {
-		fd, sa, err := unix.Accept4(l.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		fd, peer, err := acceptFD(l.lfd, &l.peer, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if testHookAccept != nil {
 			testHookAccept(err)
 		}
 		switch {
 		case err == nil:
-			l.admit(rt, fd, addrPort(sa))
+			l.admit(rt, fd, peer)
 		case errors.Is(err, unix.EAGAIN):
 			l.acceptBurst = 1
 			return

@@ -48,7 +48,9 @@ type loop struct {
 	turn        uint64 // epoll_wait calls so far
 	wheel       *wheel
 	peek        []byte
+	peer        acceptAddr // accept4 writes the new connection's address here
 	events      []unix.EpollEvent
+	park        *epollPark              // waits on the runtime's poller; nil: blocking epoll_wait (pin_cpus)
 	rings       []*route.Ring           // by global worker index
 	backlog     [][]uint64              // events that found their ring full, by worker
 	inline      []*worker               // by pool index, for the inline policy
@@ -103,6 +105,11 @@ func (l *loop) open(addr netip.AddrPort) (netip.AddrPort, error) {
 	l.expireFn = l.expire
 	l.peek = make([]byte, peekCap+1)
 	l.events = make([]unix.EpollEvent, maxEvents)
+	if !l.g.cfg.PinCPUs {
+		if l.park, err = newEpollPark(l.epfd, l.events); err != nil {
+			return addr, err
+		}
+	}
 	return addr, nil
 }
 
@@ -165,7 +172,7 @@ func (l *loop) run() {
 			l.woke = false
 			runtime.Gosched()
 		}
-		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		n, err := l.wait(timeout)
 		l.turn++
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.g.log.Error("epoll_wait", "loop", l.idx, "err", err)
@@ -209,6 +216,16 @@ func (l *loop) run() {
 		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
+}
+
+// wait returns the epoll events ready now, or waits up to timeoutMs for
+// some: parked on the runtime's poller (loopwait_linux.go), or in
+// epoll_wait for a loop pinned to its core.
+func (l *loop) wait(timeoutMs int) (int, error) {
+	if l.park != nil {
+		return l.park.wait(l.epfd, timeoutMs)
+	}
+	return unix.EpollWait(l.epfd, l.events, timeoutMs)
 }
 
 // runInline runs the loop's own workers under the inline policy: what
@@ -388,6 +405,10 @@ func (l *loop) closeFDs() {
 // closeEpoll closes the epoll instance; only after the loop and every
 // worker have ended.
 func (l *loop) closeEpoll() {
+	if l.park != nil {
+		l.park.close() // closes epfd
+		l.park, l.epfd = nil, -1
+	}
 	if l.epfd >= 0 {
 		unix.Close(l.epfd)
 		l.epfd = -1

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,15 +44,60 @@ func writeFD(fd int, p []byte) (int, error) {
 	return done, nil
 }
 
-// peekFD looks at the socket's pending bytes without consuming them.
+// peekFD looks at the socket's pending bytes without consuming them. It
+// calls recvfrom itself: unix.Recvfrom allocates a 112-byte address buffer
+// per call (it escapes), garbage at every new connection's first look.
 func peekFD(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for {
-		n, _, err := unix.Recvfrom(fd, p, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if err == unix.EINTR {
+		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])),
+			uintptr(len(p)), unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
 			continue
 		}
-		return n, err
+		return 0, e
 	}
+}
+
+// acceptAddr is where acceptFD has the kernel write the peer's address: a
+// loop's own, so accepting allocates nothing (unix.Accept4 allocates the
+// raw address and a Sockaddr for every connection, about 140 bytes of
+// garbage each). Large enough for sockaddr_in and sockaddr_in6.
+type acceptAddr struct {
+	raw unix.RawSockaddrInet6
+	len uint32
+}
+
+// acceptFD is accept4(lfd) with the peer's address read from a; the new
+// socket gets flags (SOCK_NONBLOCK, SOCK_CLOEXEC).
+func acceptFD(lfd int, a *acceptAddr, flags int) (int, netip.AddrPort, error) {
+	a.len = uint32(unsafe.Sizeof(a.raw))
+	fd, _, e := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&a.raw)),
+		uintptr(unsafe.Pointer(&a.len)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return -1, netip.AddrPort{}, e
+	}
+	return int(fd), a.addrPort(), nil
+}
+
+// addrPort decodes the address accept4 wrote; the port is in network
+// byte order.
+func (a *acceptAddr) addrPort() netip.AddrPort {
+	port := (*[2]byte)(unsafe.Pointer(&a.raw.Port))
+	p := uint16(port[0])<<8 | uint16(port[1])
+	switch a.raw.Family {
+	case unix.AF_INET:
+		in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&a.raw))
+		return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), p)
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.raw.Addr).Unmap(), p)
+	}
+	return netip.AddrPort{}
 }
 
 // fileConn dups fd into a net.Conn on the Go runtime's poller. The

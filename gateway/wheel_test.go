@@ -3,6 +3,7 @@ package gateway
 import (
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 func TestWheelFiresInOrderAndOnlyWhenDue(t *testing.T) {
@@ -43,5 +44,32 @@ func TestWheelFireMayReschedule(t *testing.T) {
 	}
 	if n != 5 || w.len() != 0 {
 		t.Fatalf("fired %d times, len %d; want 5, 0", n, w.len())
+	}
+}
+
+// TestTimerIs16Bytes: every idle connection holds two or three wheel
+// entries; they stay 16 bytes (24 before due became 32-bit).
+func TestTimerIs16Bytes(t *testing.T) {
+	if size := unsafe.Sizeof(timer{}); size > 16 {
+		t.Fatalf("timer is %d bytes, want at most 16", size)
+	}
+}
+
+// TestWheelDueAcrossTickWrap: a due tick past 2^32 ticks (its low 32 bits
+// wrapped to small numbers) fires when due, not at once or never.
+func TestWheelDueAcrossTickWrap(t *testing.T) {
+	start := uint64(1)<<32 - 2
+	w := newWheel(8, start)
+	w.add(1, start+5, timerIdle) // low bits 3: numerically below start's
+	var fired []uint64
+	fire := func(e timer) { fired = append(fired, e.id) }
+	for tick := start + 1; tick < start+5; tick++ {
+		if w.advance(tick, fire); len(fired) != 0 {
+			t.Fatalf("fired at tick %d, due at %d", tick, start+5)
+		}
+	}
+	w.advance(start+5, fire)
+	if !slices.Equal(fired, []uint64{1}) || w.len() != 0 {
+		t.Fatalf("at the due tick fired %v, len %d", fired, w.len())
 	}
 }

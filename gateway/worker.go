@@ -565,8 +565,8 @@ func (w *worker) tick(now uint64) {
 
 // sessionTimer runs a session's Timer unless SetTimer replaced or
 // cancelled this one.
-func (w *worker) sessionTimer(c *conn, due uint64) {
-	if !c.timerSet || c.timerDue != uint32(due) {
+func (w *worker) sessionTimer(c *conn, due uint32) {
+	if !c.timerSet || c.timerDue != due {
 		return
 	}
 	c.timerSet = false
