@@ -84,7 +84,7 @@ type natsUplink struct {
 	subMu   sync.Mutex
 	subs    []*nats.Subscription
 	flushMu sync.Mutex
-	waiting []*flushPending
+	next    *flushPending // the flush core QoS 1 publishes join now
 	flushes chan struct{}
 	stop    chan struct{}
 	ready   chan struct{} // closed once Start has set nc and js: the handlers may fire before
@@ -212,9 +212,15 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 	if err := u.nc.Publish(subj, payload); err != nil || qos == 0 {
 		return settled{err}
 	}
-	p := &flushPending{done: make(chan struct{})}
+	// Published first, the flush joined after: a flush that began in
+	// between covers this message too (its PING follows it), and the one
+	// joined here comes later still; never a flush before the message.
 	u.flushMu.Lock()
-	u.waiting = append(u.waiting, p)
+	p := u.next
+	if p == nil {
+		p = &flushPending{done: make(chan struct{})}
+		u.next = p
+	}
 	u.flushMu.Unlock()
 	select {
 	case u.flushes <- struct{}{}:
@@ -223,9 +229,10 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 	return p
 }
 
-// flushPending is a core publish at QoS 1: done when a flush (a PING
-// answered by the server's PONG) shows the server read it. Core NATS has
-// no acknowledgement beyond that: a subscriber that is away misses it.
+// flushPending is every core publish at QoS 1 written before one flush
+// (a PING answered by the server's PONG: the server read all of them):
+// done when that flush returns. Core NATS has no acknowledgement beyond
+// that: a subscriber that is away misses it.
 type flushPending struct {
 	done chan struct{}
 	err  error
@@ -234,7 +241,9 @@ type flushPending struct {
 func (p *flushPending) Done() <-chan struct{} { return p.done }
 func (p *flushPending) Error() error          { return p.err }
 
-// flusher settles core QoS 1 publishes, one flush for all those waiting.
+// flusher settles core QoS 1 publishes: it takes the flush they joined
+// (publishes after that join the next one) and flushes. The publisher
+// does not wait for it: while one flush is out, the next fills.
 func (u *natsUplink) flusher() {
 	defer u.wg.Done()
 	for {
@@ -244,14 +253,14 @@ func (u *natsUplink) flusher() {
 		case <-u.flushes:
 		}
 		u.flushMu.Lock()
-		batch := u.waiting
-		u.waiting = nil
+		p := u.next
+		u.next = nil
 		u.flushMu.Unlock()
-		err := u.nc.FlushTimeout(ackTimeout)
-		for _, p := range batch {
-			p.err = err
-			close(p.done)
+		if p == nil {
+			continue
 		}
+		p.err = u.nc.FlushTimeout(ackTimeout)
+		close(p.done)
 	}
 }
 

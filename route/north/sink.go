@@ -185,24 +185,24 @@ type outbound struct {
 func (s *Sink) forward() {
 	defer s.wg.Done()
 	var buf []bus.Message
-	var inflight []Pending // no store: publishes awaiting their ack, oldest first
+	var inflight window // no store: publishes awaiting their ack
 	for {
 		var head <-chan struct{}
-		if len(inflight) > 0 {
-			head = inflight[0].Done()
+		if inflight.len() > 0 {
+			head = inflight.oldest().p.Done()
 		}
 		select {
 		case <-s.stop:
 			return
 		case <-head:
-			inflight = s.settle(inflight, false)
+			s.settle(&inflight, false)
 			continue
 		case <-s.wake:
 		}
 		batch := s.sub.Drain(buf[:0], drainBytes)
 		s.c.dropped.Add(batch.Dropped) // the bus queue overflowed: the sink fell behind
 		for i := range batch.Msgs {
-			inflight = s.route(&batch.Msgs[i], inflight)
+			s.route(&batch.Msgs[i], &inflight)
 		}
 		clear(batch.Msgs)
 		buf = batch.Msgs
@@ -233,10 +233,11 @@ func (s *Sink) flushToStore(buf []bus.Message) {
 	}
 }
 
-// route maps m through every matching map and sends or stores the result.
-func (s *Sink) route(m *bus.Message, inflight []Pending) []Pending {
+// route maps m through every matching map and sends or stores the result
+// (inflight is nil with a store).
+func (s *Sink) route(m *bus.Message, inflight *window) {
 	if m.Src == s.src {
-		return inflight // came in through this sink's commands: no echo
+		return // came in through this sink's commands: no echo
 	}
 	for i := range s.maps {
 		mp := &s.maps[i]
@@ -255,36 +256,35 @@ func (s *Sink) route(m *bus.Message, inflight []Pending) []Pending {
 			s.spool(out)
 			continue
 		}
-		for len(inflight) >= s.cfg.Inflight {
-			inflight = s.settle(inflight, true)
+		for inflight.len() >= s.cfg.Inflight {
+			s.settle(inflight, true)
 		}
-		inflight = append(inflight, s.up.Publish(out.topic, out.payload, out.qos, out.retain))
+		inflight.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), 0, false)
 	}
-	return inflight
 }
 
-// settle counts the outcome of the oldest publish in flight (waiting for
-// it when wait) and drops it from the list. Without a store a failed
+// settle counts the outcome of the oldest slot in flight (waiting for it
+// when wait) and drops it from the window. Without a store a failed
 // publish is lost: failed and dropped both count it.
-func (s *Sink) settle(inflight []Pending, wait bool) []Pending {
-	p := inflight[0]
+func (s *Sink) settle(inflight *window, wait bool) {
+	sl := inflight.oldest()
 	var err error
 	if wait {
-		err = waitPending(p, ackTimeout, s.stop, s.down())
+		err = waitPending(sl.p, ackTimeout, s.stop, s.down())
 	} else {
-		err = p.Error()
+		err = sl.p.Error()
 	}
+	n := uint64(sl.n)
 	switch {
 	case err == nil:
-		s.c.published.Add(1)
+		s.c.published.Add(n)
 	case errors.Is(err, ErrUnmappable):
-		s.c.dropped.Add(1)
+		s.c.dropped.Add(n)
 	default:
-		s.c.failed.Add(1)
-		s.c.dropped.Add(1)
+		s.c.failed.Add(n)
+		s.c.dropped.Add(n)
 	}
-	inflight[0] = nil
-	return inflight[1:]
+	inflight.pop()
 }
 
 // maxLive bounds the records published live and not yet confirmed by the

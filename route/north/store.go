@@ -85,21 +85,8 @@ func (s *Sink) drain() {
 			}
 			continue
 		}
-		recs, err := s.store.Peek(s.cfg.Inflight, peekBytes)
-		if err != nil {
-			s.log.Warn("north: store peek failed", "err", err)
-		}
-		if len(recs) == 0 {
-			select {
-			case <-s.stop:
-				return
-			case <-s.store.Wait():
-			case <-s.down():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		if !s.sendBatch(recs, pace) {
+		d := drainer{s: s, pace: pace, down: s.down(), since: time.Unix(0, s.upSince.Load())}
+		if !d.run() {
 			select { // failed: let the link settle before trying again
 			case <-s.stop:
 				return
@@ -109,61 +96,163 @@ func (s *Sink) drain() {
 	}
 }
 
-// sendBatch publishes recs, then acknowledges them in order as the broker
-// does; it stops at the first failure (false), leaving the rest queued.
-func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
-	down := s.down()
-	since := time.Unix(0, s.upSince.Load())
-	pend := make([]Pending, len(recs))
-	backlog := make([]bool, len(recs))
-	for i, r := range recs {
-		if p, ok := s.takeLive(r.Seq); ok {
-			pend[i] = p
-			s.sentUpTo.Store(r.Seq)
-			continue
-		}
-		out, err := decodeRecord(r.Data)
-		if err != nil {
-			pend[i] = settled{err}
-			s.sentUpTo.Store(r.Seq)
-			continue
-		}
-		if backlog[i] = r.Time.Before(since); backlog[i] && !pace.wait(s.stop) {
-			pend = pend[:i]
-			break
-		}
-		pend[i] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
-		s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
-	}
-	acked := false
-	var last uint64 // the newest record done, acked once for the batch (Ack is cumulative; each writes the cursor)
-	defer func() {
-		if acked {
-			if err := s.store.Ack(last); err != nil {
-				s.log.Warn("north: store ack failed", "err", err)
+// drainer is one connection's drain: a sliding window of up to inflight
+// slots in flight (MQTT: paho tokens; core NATS: flushes; JetStream:
+// PubAcks). The store is acked in order as the oldest slot is confirmed,
+// in runs (each Ack takes the queue's lock), never past a slot not yet
+// confirmed.
+type drainer struct {
+	s       *Sink
+	pace    *pacer
+	down    <-chan struct{}
+	since   time.Time     // the connection's start: records older are backlog
+	win     window        // sent, awaiting the broker
+	queued  []StoreRecord // peeked, not yet sent
+	next    uint64        // the first seq not yet sent (0: none sent)
+	flying  int           // records in the window
+	acked   uint64        // the newest seq confirmed and not yet acked in the store (0: none)
+	unacked int           // records confirmed since the last Ack
+}
+
+// run drains until the link goes down, the sink stops or a publish fails
+// (false; what is not acked stays queued and goes again).
+func (d *drainer) run() bool {
+	s := d.s
+	defer d.ack()
+	for {
+		for d.win.done() {
+			if !d.confirm() {
+				return false
 			}
 		}
-	}()
-	for i, p := range pend {
-		err := waitPending(p, ackTimeout, s.stop, down)
-		switch {
-		case errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable):
-			s.log.Warn("north: record dropped", "seq", recs[i].Seq, "err", err)
-			s.c.dropped.Add(1)
-		case errors.Is(err, errStopped):
-			return false
-		case err != nil:
-			s.c.failed.Add(1)
-			return false
-		default:
-			s.c.published.Add(1)
-			if backlog[i] {
-				s.c.drained.Add(1)
+		if d.win.len() < s.cfg.Inflight {
+			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight/2 {
+				d.refill()
+			}
+			if len(d.queued) > 0 {
+				if !d.send() {
+					return false
+				}
+				continue
 			}
 		}
-		last, acked = recs[i].Seq, true
+		if !d.idle() {
+			return false
+		}
 	}
-	return len(pend) == len(recs)
+}
+
+// refill acks what is confirmed, then peeks past what is in flight (Peek
+// starts at the oldest record not acked: the window's own come again,
+// and are skipped).
+func (d *drainer) refill() {
+	d.ack()
+	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
+	if err != nil {
+		d.s.log.Warn("north: store peek failed", "err", err)
+	}
+	for len(recs) > 0 && d.next != 0 && recs[0].Seq < d.next {
+		recs = recs[1:]
+	}
+	d.queued = recs
+}
+
+// send puts the oldest queued record in flight: its live publish if the
+// forward goroutine made one, else a publish of its own (paced when it is
+// backlog). False when the sink stopped while pacing.
+func (d *drainer) send() bool {
+	s, r := d.s, d.queued[0]
+	if p, ok := s.takeLive(r.Seq); ok {
+		d.win.add(p, r.Seq, false)
+	} else if out, err := decodeRecord(r.Data); err != nil {
+		d.win.add(settled{err}, r.Seq, false)
+	} else {
+		backlog := r.Time.Before(d.since)
+		if backlog && !d.pace.wait(s.stop) {
+			return false
+		}
+		d.win.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), r.Seq, backlog)
+	}
+	s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
+	d.queued[0] = StoreRecord{}
+	d.queued = d.queued[1:]
+	d.next = r.Seq + 1
+	d.flying++
+	return true
+}
+
+// confirm counts the oldest slot's outcome (it has settled) and marks its
+// records for the store's ack; false at a failure.
+func (d *drainer) confirm() bool {
+	s, sl := d.s, d.win.oldest()
+	err := sl.p.Error()
+	n := uint64(sl.n)
+	switch {
+	case errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable):
+		s.log.Warn("north: record dropped", "seq", sl.last, "err", err)
+		s.c.dropped.Add(n)
+	case err != nil:
+		s.c.failed.Add(n)
+		return false
+	default:
+		s.c.published.Add(n)
+		s.c.drained.Add(uint64(sl.backlog))
+	}
+	d.acked, d.unacked = sl.last, d.unacked+sl.n
+	d.flying -= sl.n
+	d.win.pop()
+	if d.win.len() == 0 || d.unacked >= ackRun {
+		d.ack()
+	}
+	return true
+}
+
+// ackRun is how many confirmed records may wait for one store Ack while
+// more are in flight.
+const ackRun = 256
+
+// ack acks the store up to the newest confirmed record.
+func (d *drainer) ack() {
+	if d.acked == 0 {
+		return
+	}
+	if err := d.s.store.Ack(d.acked); err != nil {
+		d.s.log.Warn("north: store ack failed", "err", err)
+	}
+	d.acked, d.unacked = 0, 0
+}
+
+// idle waits for the oldest slot to settle, or for records to go when
+// nothing is in flight; false when the link went down, the sink stopped
+// or the oldest slot's ack is overdue.
+func (d *drainer) idle() bool {
+	s := d.s
+	d.ack()
+	var head, more <-chan struct{}
+	wait := time.Second // nothing in flight: a missed signal costs a second, never a hang
+	if d.win.len() > 0 {
+		head = d.win.oldest().p.Done()
+		wait = time.Until(d.win.oldest().sent.Add(ackTimeout))
+	} else {
+		more = s.store.Wait()
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-s.stop:
+		return false
+	case <-d.down:
+		s.c.failed.Add(uint64(d.flying))
+		return false
+	case <-head:
+	case <-more:
+	case <-t.C:
+		if d.win.len() > 0 {
+			s.c.failed.Add(uint64(d.flying))
+			return false
+		}
+	}
+	return true
 }
 
 // takeLive removes and returns the live publish of record seq, if any.
