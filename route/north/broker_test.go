@@ -90,6 +90,7 @@ type gate struct {
 	mu     sync.Mutex
 	held   bool
 	conns  []net.Conn
+	acks   *ackValve // nil: the broker's answers pass as they come
 }
 
 func newGate(t *testing.T, target int) *gate {
@@ -104,6 +105,16 @@ func newGate(t *testing.T, target int) *gate {
 }
 
 func (g *gate) url() string { return "tcp://" + g.l.Addr().String() }
+
+// valve puts v in the broker -> client direction of connections to come.
+func (g *gate) valve(v *ackValve) {
+	g.mu.Lock()
+	g.acks = v
+	g.mu.Unlock()
+}
+
+// nats is the gate's URL for a NATS client.
+func (g *gate) nats() string { return "nats://" + g.l.Addr().String() }
 
 func (g *gate) serve() {
 	for {
@@ -125,7 +136,14 @@ func (g *gate) serve() {
 		g.mu.Lock()
 		g.conns = append(g.conns, c, up)
 		g.mu.Unlock()
-		go relay(c, up)
+		g.mu.Lock()
+		acks := g.acks
+		g.mu.Unlock()
+		if acks != nil {
+			go acks.relay(c, up)
+		} else {
+			go relay(c, up)
+		}
 		go relay(up, c)
 	}
 }

@@ -209,6 +209,7 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 		}
 		return newJSPending(f)
 	}
+	conn := u.nc.Stats().Reconnects // the connection this publish is written to, or a later one
 	if err := u.nc.Publish(subj, payload); err != nil || qos == 0 {
 		return settled{err}
 	}
@@ -218,10 +219,13 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 	u.flushMu.Lock()
 	p := u.next
 	if p == nil {
-		p = &flushPending{done: make(chan struct{})}
+		p = &flushPending{done: make(chan struct{}), conn: conn}
 		u.next = p
 	}
 	u.flushMu.Unlock()
+	if p.conn != conn { // a reconnect in between: this message may have gone down with the old connection
+		return settled{ErrLinkDown}
+	}
 	select {
 	case u.flushes <- struct{}{}:
 	default:
@@ -236,6 +240,7 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 type flushPending struct {
 	done chan struct{}
 	err  error
+	conn uint64 // nats.go's reconnect count when its publishes were written
 }
 
 func (p *flushPending) Done() <-chan struct{} { return p.done }
@@ -260,6 +265,11 @@ func (u *natsUplink) flusher() {
 			continue
 		}
 		p.err = u.nc.FlushTimeout(ackTimeout)
+		if p.err == nil && u.nc.Stats().Reconnects != p.conn {
+			// The PONG came on a later connection than the one the
+			// publishes went out on: they may be lost with it.
+			p.err = ErrLinkDown
+		}
 		close(p.done)
 	}
 }

@@ -126,7 +126,7 @@ func (d *drainer) run() bool {
 			}
 		}
 		if d.win.len() < s.cfg.Inflight {
-			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight/2 {
+			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight {
 				d.refill()
 			}
 			if len(d.queued) > 0 {
@@ -142,9 +142,11 @@ func (d *drainer) run() bool {
 	}
 }
 
-// refill acks what is confirmed, then peeks past what is in flight (Peek
-// starts at the oldest record not acked: the window's own come again,
-// and are skipped).
+// refill acks what is confirmed, then peeks up to inflight records past
+// what is in flight (Peek starts at the oldest record not acked: the
+// window's own come again, and are skipped). The records queued here go
+// one by one as slots free, so the window slides; the records in flight
+// stay under twice inflight (core NATS puts many in one slot).
 func (d *drainer) refill() {
 	d.ack()
 	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
