@@ -55,6 +55,7 @@ type Sink struct {
 	liveCap  int           // maxLive; tests make it small
 	skipped  uint64        // guarded by liveMu: the newest record that skipped the live lane
 	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
+	appended chan struct{} // signalled on each Append: the drainer's window may have room
 
 	c       counters
 	stop    chan struct{}
@@ -76,7 +77,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -311,6 +312,10 @@ func (s *Sink) spool(out outbound) {
 	switch {
 	case err == nil:
 		s.c.spooled.Add(1)
+		select {
+		case s.appended <- struct{}{}:
+		default:
+		}
 	case errors.Is(err, ErrStoreFull):
 		s.c.refused.Add(1)
 	default:

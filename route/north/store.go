@@ -224,19 +224,22 @@ func (d *drainer) ack() {
 	d.acked, d.unacked = 0, 0
 }
 
-// idle waits for the oldest slot to settle, or for records to go when
-// nothing is in flight; false when the link went down, the sink stopped
+// idle waits for the oldest slot to settle, or, with room in the window,
+// for a record appended; false when the link went down, the sink stopped
 // or the oldest slot's ack is overdue.
 func (d *drainer) idle() bool {
 	s := d.s
 	d.ack()
-	var head, more <-chan struct{}
+	var head, more, appended <-chan struct{}
 	wait := time.Second // nothing in flight: a missed signal costs a second, never a hang
 	if d.win.len() > 0 {
 		head = d.win.oldest().p.Done()
 		wait = time.Until(d.win.oldest().sent.Add(ackTimeout))
 	} else {
 		more = s.store.Wait()
+	}
+	if d.win.len() < s.cfg.Inflight && d.flying <= s.cfg.Inflight {
+		appended = s.appended
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -248,6 +251,7 @@ func (d *drainer) idle() bool {
 		return false
 	case <-head:
 	case <-more:
+	case <-appended:
 	case <-t.C:
 		if d.win.len() > 0 {
 			s.c.failed.Add(uint64(d.flying))

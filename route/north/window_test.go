@@ -94,7 +94,9 @@ func TestDrainWindowSlides(t *testing.T) {
 
 	valve.hold()
 	publishRange(t, b, 0, n)
-	northtest.Eventually(t, "a window's worth at the broker", func() bool { return got.len() >= inflight })
+	northtest.Eventually(t, "a window's worth at the broker, all in the store", func() bool {
+		return got.len() >= inflight && s.Stats().Spooled == n
+	})
 	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
 		t.Fatalf("acked before the broker confirmed: acks %v, stats %+v", acks, s.Stats())
 	}
@@ -214,7 +216,9 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 			if !live {
 				want, most = inflight+1, 2*inflight
 			}
-			northtest.Eventually(t, "messages at the server", func() bool { return len(got.all()) >= want })
+			northtest.Eventually(t, "messages at the server, all in the store", func() bool {
+				return len(got.all()) >= want && s.Stats().Spooled == n
+			})
 			if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
 				t.Fatalf("acked before a flush returned: acks %v, stats %+v", acks, s.Stats())
 			}
