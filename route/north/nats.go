@@ -283,26 +283,67 @@ func (u *natsUplink) flusher() {
 	}
 }
 
-// jsPending waits for a JetStream PubAck.
+// jsPending is a JetStream publish awaiting its PubAck. It starts no
+// goroutine of its own: the window polls it (poll), and only a wait on
+// Done (the oldest in flight, not yet acked) starts one to turn nats.go's
+// two channels (ack, error) into one.
 type jsPending struct {
-	done chan struct{}
+	f    jetstream.PubAckFuture
+	mu   sync.Mutex
+	over bool // the outcome is in err
 	err  error
+	done chan struct{} // made by the first Done
 }
 
-func newJSPending(f jetstream.PubAckFuture) *jsPending {
-	p := &jsPending{done: make(chan struct{})}
-	go func() { // bounded: one per publish in flight (the sink's inflight)
+func newJSPending(f jetstream.PubAckFuture) *jsPending { return &jsPending{f: f} }
+
+// poll reports whether the PubAck (or the error) came, without waiting.
+func (p *jsPending) poll() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.over && p.done == nil { // once Done's goroutine reads the channels, only it does
 		select {
-		case <-f.Ok():
-		case p.err = <-f.Err():
+		case <-p.f.Ok():
+			p.over = true
+		case p.err = <-p.f.Err():
+			p.over = true
+		default:
 		}
-		close(p.done)
-	}()
-	return p
+	}
+	return p.over
 }
 
-func (p *jsPending) Done() <-chan struct{} { return p.done }
-func (p *jsPending) Error() error          { return p.err }
+func (p *jsPending) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = make(chan struct{})
+		if p.over {
+			close(p.done)
+		} else {
+			go p.wait()
+		}
+	}
+	return p.done
+}
+
+func (p *jsPending) wait() {
+	var err error
+	select {
+	case <-p.f.Ok():
+	case err = <-p.f.Err():
+	}
+	p.mu.Lock()
+	p.over, p.err = true, err
+	p.mu.Unlock()
+	close(p.done)
+}
+
+func (p *jsPending) Error() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
 
 func (u *natsUplink) Subscribe(filters []string, handler func(topic string, payload []byte)) error {
 	u.subMu.Lock()

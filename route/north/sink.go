@@ -188,6 +188,9 @@ func (s *Sink) forward() {
 	var buf []bus.Message
 	var inflight window // no store: publishes awaiting their ack
 	for {
+		for inflight.done() {
+			s.settle(&inflight, false)
+		}
 		var head <-chan struct{}
 		if inflight.len() > 0 {
 			head = inflight.oldest().p.Done()

@@ -76,8 +76,20 @@ func (w *window) done() bool {
 	if w.len() == 0 {
 		return false
 	}
+	return settledNow(w.oldest().p)
+}
+
+// poller is a Pending that can tell it has settled without a channel
+// (JetStream's: its Done starts a goroutine).
+type poller interface{ poll() bool }
+
+// settledNow reports whether p has settled, without waiting.
+func settledNow(p Pending) bool {
+	if pp, ok := p.(poller); ok {
+		return pp.poll()
+	}
 	select {
-	case <-w.oldest().p.Done():
+	case <-p.Done():
 		return true
 	default:
 		return false
