@@ -108,6 +108,7 @@ type drainer struct {
 	since   time.Time     // the connection's start: records older are backlog
 	win     window        // sent, awaiting the broker
 	queued  []StoreRecord // peeked, not yet sent
+	live    []Pending     // queued's live publishes (nil: not published live)
 	next    uint64        // the first seq not yet sent (0: none sent)
 	flying  int           // records in the window
 	acked   uint64        // the newest seq confirmed and not yet acked in the store (0: none)
@@ -157,15 +158,16 @@ func (d *drainer) refill() {
 		recs = recs[1:]
 	}
 	d.queued = recs
+	d.live = d.s.takeLive(recs, d.live[:0])
 }
 
 // send puts the oldest queued record in flight: its live publish if the
 // forward goroutine made one, else a publish of its own (paced when it is
 // backlog). False when the sink stopped while pacing.
 func (d *drainer) send() bool {
-	s, r := d.s, d.queued[0]
-	if p, ok := s.takeLive(r.Seq); ok {
-		d.win.add(p, r.Seq, false)
+	s, r, live := d.s, d.queued[0], d.live[0]
+	if live != nil {
+		d.win.add(live, r.Seq, false)
 	} else if out, err := decodeRecord(r.Data); err != nil {
 		d.win.add(settled{err}, r.Seq, false)
 	} else {
@@ -176,8 +178,8 @@ func (d *drainer) send() bool {
 		d.win.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), r.Seq, backlog)
 	}
 	s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
-	d.queued[0] = StoreRecord{}
-	d.queued = d.queued[1:]
+	d.queued[0], d.live[0] = StoreRecord{}, nil
+	d.queued, d.live = d.queued[1:], d.live[1:]
 	d.next = r.Seq + 1
 	d.flying++
 	return true
@@ -261,14 +263,21 @@ func (d *drainer) idle() bool {
 	return true
 }
 
-// takeLive removes and returns the live publish of record seq, if any.
+// takeLive removes the live publishes of recs from the live table, in
+// one hold of its lock (the forward goroutine holds it across each
+// Append), and returns them beside recs in out (nil: not published live).
 // One that failed is sent again by the drainer on its next round.
-func (s *Sink) takeLive(seq uint64) (Pending, bool) {
+func (s *Sink) takeLive(recs []StoreRecord, out []Pending) []Pending {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
-	p, ok := s.live[seq]
-	delete(s.live, seq)
-	return p, ok
+	for _, r := range recs {
+		p := s.live[r.Seq]
+		if p != nil {
+			delete(s.live, r.Seq)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // pacer spaces events at a rate: a token bucket one second deep, so a
