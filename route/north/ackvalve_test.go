@@ -111,11 +111,22 @@ func mqttPacket(r *bufio.Reader) ([]byte, bool, error) {
 
 // natsLine reads one line of the NATS protocol from the server: a PONG
 // is an acknowledgement (the sink's connection subscribes to nothing in
-// these tests, so no MSG payloads follow a line).
+// these tests: no MSG comes).
 func natsLine(r *bufio.Reader) ([]byte, bool, error) {
 	line, err := r.ReadBytes('\n')
 	if err != nil {
 		return nil, false, err
 	}
 	return line, bytes.HasPrefix(line, []byte("PONG")), nil
+}
+
+// jsReply reads one line from the server: a MSG (a JetStream PubAck, on
+// the sink's reply inbox; its payload is the next line, which waits
+// behind it) is an acknowledgement.
+func jsReply(r *bufio.Reader) ([]byte, bool, error) {
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return nil, false, err
+	}
+	return line, bytes.HasPrefix(line, []byte("MSG ")) || bytes.HasPrefix(line, []byte("HMSG ")), nil
 }

@@ -1,12 +1,15 @@
 package north
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
@@ -262,4 +265,69 @@ func TestNATSCoreCutLosesNothing(t *testing.T) {
 		t.Fatalf("%d distinct messages of %d reached the subscriber, stats %+v", len(seen), n, s.Stats())
 	}
 	t.Logf("%d messages, %d received (duplicates: resent after a cut), stats %+v", n, len(got.all()), s.Stats())
+}
+
+// TestJetStreamWindow: a JetStream sink with a store keeps at most
+// inflight (8) publishes awaiting their PubAck (the gate holds the PubAcks
+// back: the stream has stored exactly 8), acks none in the store before
+// its PubAck, sends the ninth once the oldest is acked, and acks the
+// store in order.
+func TestJetStreamWindow(t *testing.T) {
+	const n, inflight = 100, 8
+	srv := startNATS(t)
+	nc := natsConnect(t, srv.url())
+	js, err := jetstream.New(nc)
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WIN", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage})
+	must(t, err)
+	stored := func() uint64 {
+		info, err := stream.Info(ctx)
+		must(t, err)
+		return info.State.Msgs
+	}
+	g := newGate(t, srv.port)
+	valve := newAckValve(jsReply)
+	g.valve(valve)
+	b := bus.New(bus.Options{})
+	var store *ackLog
+	s := natsSink(t, config.NorthSink{Name: "jsw", URL: g.nats(), Inflight: inflight, JetStream: config.NorthJetStream{Stream: "WIN"},
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true, func(s *Sink) {
+		store = &ackLog{Store: s.store}
+		s.store, s.liveCap = store, 0
+	})
+
+	valve.hold()
+	publishRange(t, b, 0, n)
+	northtest.Eventually(t, "a window's worth in the stream, all in the store", func() bool {
+		return stored() >= inflight && s.Stats().Spooled == n
+	})
+	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
+		t.Fatalf("acked before the PubAck: acks %v, stats %+v", acks, s.Stats())
+	}
+	if k := stored(); k != inflight {
+		t.Fatalf("%d publishes out with no PubAck, the window is %d", k, inflight)
+	}
+	valve.pass(1)
+	northtest.Eventually(t, "the ninth sent and the oldest acked", func() bool {
+		return stored() == inflight+1 && s.Stats().QueueRecords == n-1
+	})
+	valve.pass(-1)
+	northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+	store.checkAcks(t)
+	cons, err := js.OrderedConsumer(ctx, "WIN", jetstream.OrderedConsumerConfig{})
+	must(t, err)
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
+	must(t, err)
+	i := 0
+	for m := range batch.Messages() {
+		if string(m.Data()) != "n="+strconv.Itoa(i) {
+			t.Fatalf("stream message %d is %q", i, m.Data())
+		}
+		i++
+	}
+	if i != n {
+		t.Fatalf("the stream gave %d messages of %d", i, n)
+	}
 }
