@@ -120,13 +120,19 @@ func natsLine(r *bufio.Reader) ([]byte, bool, error) {
 	return line, bytes.HasPrefix(line, []byte("PONG")), nil
 }
 
-// jsReply reads one line from the server: a MSG (a JetStream PubAck, on
-// the sink's reply inbox; its payload is the next line, which waits
-// behind it) is an acknowledgement.
+// jsReply reads one line from the server, or a MSG and its payload: a
+// MSG that is a JetStream PubAck ({"stream":..,"seq":..}, on the sink's
+// reply inbox) is an acknowledgement; the API's replies (they carry a
+// "type": the stream's info at connect) pass.
 func jsReply(r *bufio.Reader) ([]byte, bool, error) {
 	line, err := r.ReadBytes('\n')
+	if err != nil || !bytes.HasPrefix(line, []byte("MSG ")) {
+		return line, false, err
+	}
+	payload, err := r.ReadBytes('\n')
 	if err != nil {
 		return nil, false, err
 	}
-	return line, bytes.HasPrefix(line, []byte("MSG ")) || bytes.HasPrefix(line, []byte("HMSG ")), nil
+	isAck := bytes.Contains(payload, []byte(`"seq"`)) && !bytes.Contains(payload, []byte(`"type"`))
+	return append(line, payload...), isAck, nil
 }

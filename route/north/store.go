@@ -127,7 +127,7 @@ func (d *drainer) run() bool {
 			}
 		}
 		if d.win.len() < s.cfg.Inflight {
-			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight {
+			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight/2 {
 				d.refill()
 			}
 			if len(d.queued) > 0 {
@@ -145,9 +145,11 @@ func (d *drainer) run() bool {
 
 // refill acks what is confirmed, then peeks up to inflight records past
 // what is in flight (Peek starts at the oldest record not acked: the
-// window's own come again, and are skipped). The records queued here go
-// one by one as slots free, so the window slides; the records in flight
-// stay under twice inflight (core NATS puts many in one slot).
+// window's own come again, and are skipped). It runs once half the
+// window or less is in flight, so each record is read back about twice
+// at most, not once per record confirmed; the records queued here go one
+// by one as slots free, and the records in flight stay under one and a
+// half inflight (core NATS puts many in one slot).
 func (d *drainer) refill() {
 	d.ack()
 	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
@@ -240,7 +242,7 @@ func (d *drainer) idle() bool {
 	} else {
 		more = s.store.Wait()
 	}
-	if d.win.len() < s.cfg.Inflight && d.flying <= s.cfg.Inflight {
+	if d.flying <= s.cfg.Inflight/2 { // room for a refill
 		appended = s.appended
 	}
 	t := time.NewTimer(wait)
