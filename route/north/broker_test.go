@@ -1,32 +1,19 @@
 package north
 
 import (
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
-
-	"github.com/edgemux/edgemux/route/north/northtest"
 )
 
-// The tests run against the real mosquitto (Debian's; CI installs it):
-// started on a free port with a config of the test's own, stopped in
-// t.Cleanup. A missing binary fails the test, it does not skip.
-const mosquittoBin = "/usr/sbin/mosquitto"
-
-type broker struct {
-	t    *testing.T
-	port int
-	conf string
-	cmd  *exec.Cmd
-}
+// The tests run against the real mosquitto (Debian's; CI installs it),
+// started by northtest.StartMosquitto on a free port with a config of the
+// test's own and stopped in t.Cleanup. A missing binary fails the test,
+// it does not skip.
 
 // freePort is a port nobody listens on now.
 func freePort(t *testing.T) int {
@@ -37,60 +24,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startBroker runs mosquitto on a free port; extra is more of its
-// configuration (for the listener: TLS options).
-func startBroker(t *testing.T, extra string) *broker {
-	t.Helper()
-	if _, err := os.Stat(mosquittoBin); err != nil {
-		t.Fatalf("mosquitto is needed (apt-get install mosquitto): %v", err)
-	}
-	b := &broker{t: t, port: freePort(t)}
-	b.conf = filepath.Join(t.TempDir(), "mosquitto.conf")
-	// user root: started as root, mosquitto would switch to its own user,
-	// who cannot read the test's 0600 files (certificates).
-	conf := fmt.Sprintf("user root\nlistener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n%s", b.port, extra)
-	if err := os.WriteFile(b.conf, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b.start()
-	t.Cleanup(b.stop)
-	return b
-}
-
-func (b *broker) url(scheme string) string { return scheme + "://127.0.0.1:" + strconv.Itoa(b.port) }
-
-func (b *broker) start() {
-	b.t.Helper()
-	b.cmd = exec.Command(mosquittoBin, "-c", b.conf)
-	log, err := os.OpenFile(b.conf+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer log.Close()
-	b.cmd.Stdout, b.cmd.Stderr = log, log
-	if err := b.cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
-	northtest.Eventually(b.t, "mosquitto listening (its log: "+b.conf+".log)", func() bool {
-		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(b.port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-}
-
-// stop kills the broker (no will for anyone: it is the broker that dies)
-// and waits for it.
-func (b *broker) stop() {
-	if b.cmd == nil {
-		return
-	}
-	b.cmd.Process.Kill()
-	b.cmd.Wait()
-	b.cmd = nil
 }
 
 // received is what a test subscriber got, in order.
@@ -157,6 +90,7 @@ type gate struct {
 	mu     sync.Mutex
 	held   bool
 	conns  []net.Conn
+	acks   *ackValve // nil: the broker's answers pass as they come
 }
 
 func newGate(t *testing.T, target int) *gate {
@@ -171,6 +105,16 @@ func newGate(t *testing.T, target int) *gate {
 }
 
 func (g *gate) url() string { return "tcp://" + g.l.Addr().String() }
+
+// valve puts v in the broker -> client direction of connections to come.
+func (g *gate) valve(v *ackValve) {
+	g.mu.Lock()
+	g.acks = v
+	g.mu.Unlock()
+}
+
+// nats is the gate's URL for a NATS client.
+func (g *gate) nats() string { return "nats://" + g.l.Addr().String() }
 
 func (g *gate) serve() {
 	for {
@@ -192,7 +136,14 @@ func (g *gate) serve() {
 		g.mu.Lock()
 		g.conns = append(g.conns, c, up)
 		g.mu.Unlock()
-		go relay(c, up)
+		g.mu.Lock()
+		acks := g.acks
+		g.mu.Unlock()
+		if acks != nil {
+			go acks.relay(c, up)
+		} else {
+			go relay(c, up)
+		}
 		go relay(up, c)
 	}
 }

@@ -14,9 +14,9 @@ import (
 // topic is not allowed is refused, counted and never reaches the bus; a
 // command is not echoed back out through the sink it came in by.
 func TestMQTTCommands(t *testing.T) {
-	br := startBroker(t, "")
+	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
-	s := startSink(t, config.NorthSink{Name: "cmd", Kind: "mqtt", URL: br.url("tcp"),
+	s := startSink(t, config.NorthSink{Name: "cmd", Kind: "mqtt", URL: br.URL(),
 		Map:      []config.NorthMap{{From: "ctl/#", To: "state/{topic}", QoS: 1}},
 		Commands: []config.NorthCommand{{From: "edgemux/gw1/cmd/#", To: "{1}"}},
 		Allow:    []string{"ctl/#"}}, b, nil)
@@ -24,9 +24,9 @@ func TestMQTTCommands(t *testing.T) {
 	sub, err := b.NewSubscriber(nil)
 	must(t, err)
 	must(t, sub.SubscribeLive("#"))
-	echo, _ := subscribe(t, br.url("tcp"), "t-echo", "state/#", true, nil)
+	echo, _ := subscribe(t, br.URL(), "t-echo", "state/#", true, nil)
 
-	_, pub := subscribe(t, br.url("tcp"), "t-cloud", "unused", true, nil)
+	_, pub := subscribe(t, br.URL(), "t-cloud", "unused", true, nil)
 	send := func(topic, payload string) {
 		tok := pub.Publish(topic, 1, false, payload)
 		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {

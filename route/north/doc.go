@@ -31,4 +31,11 @@
 // With a store (route/spool) every message goes through the queue on disk
 // and is acked there only once the broker took it (store.go): at least
 // once, in order per sink, an outage's backlog drained at drain_rate.
+//
+// Publishes in flight are a sliding window (window.go) of inflight slots,
+// oldest first: the next goes as soon as there is room, and the store is
+// acked in order as the oldest is confirmed, never past one that is not.
+// A slot is an MQTT token or a JetStream PubAck; on core NATS it is a
+// flush, which settles every publish written before its PING at once, so
+// the sink never waits for a flush to send on.
 package north

@@ -26,9 +26,9 @@ func sinkConfig(t *testing.T, sc config.NorthSink) config.NorthSink {
 	return c.North.Sinks[0]
 }
 
-// startSink builds and starts a sink, closed in t.Cleanup, and waits for
-// its link.
-func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store) *Sink {
+// startSink builds and starts an MQTT sink, closed in t.Cleanup; tweaks
+// run before its start (a small live lane, say).
+func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store, tweaks ...func(*Sink)) *Sink {
 	t.Helper()
 	sc = sinkConfig(t, sc)
 	mo, err := mqttOptions(sc, "gw1")
@@ -38,6 +38,9 @@ func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store) *Sink
 	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, tweak := range tweaks {
+		tweak(s)
 	}
 	s.Start()
 	t.Cleanup(func() { s.Close() })
@@ -61,15 +64,15 @@ func payloads(ms []mqtt.Message) []string {
 // topic, raw from one sink and in an envelope from another, at QoS 1, and
 // the retained one is there for a subscriber that comes later.
 func TestMQTTRawAndEnvelope(t *testing.T) {
-	br := startBroker(t, "")
+	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
-	raw := startSink(t, config.NorthSink{Name: "raw", Kind: "mqtt", URL: br.url("tcp"),
+	raw := startSink(t, config.NorthSink{Name: "raw", Kind: "mqtt", URL: br.URL(),
 		Map: []config.NorthMap{{From: "plant/+/temp", To: "site/{gateway}/{1}/t", QoS: 1, Retain: true}}}, b, nil)
-	env := startSink(t, config.NorthSink{Name: "env", Kind: "mqtt", URL: br.url("tcp"), Payload: "envelope",
+	env := startSink(t, config.NorthSink{Name: "env", Kind: "mqtt", URL: br.URL(), Payload: "envelope",
 		Map: []config.NorthMap{{From: "plant/#", To: "env/{topic}", QoS: 1}}}, b, nil)
 	waitUp(t, raw)
 	waitUp(t, env)
-	got, _ := subscribe(t, br.url("tcp"), "t-sub", "#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-sub", "#", true, nil)
 
 	must(t, b.Publish("plant/a/temp", []byte("21.5"), "ws"))
 	must(t, b.Publish("plant/b/temp", []byte(`{"v":7,"q":"bad","ts":1700000000000}`), "modbus-poll"))
@@ -93,7 +96,7 @@ func TestMQTTRawAndEnvelope(t *testing.T) {
 		t.Errorf("a poller's ts is the envelope's: got %v", ts)
 	}
 
-	late, _ := subscribe(t, br.url("tcp"), "t-late", "site/gw1/a/#", true, nil)
+	late, _ := subscribe(t, br.URL(), "t-late", "site/gw1/a/#", true, nil)
 	northtest.Eventually(t, "the retained value", func() bool { return late.len() == 1 })
 	if m := late.snapshot()[0]; !m.Retained() || string(m.Payload()) != "21.5" {
 		t.Fatalf("late subscriber got %q retained=%v", m.Payload(), m.Retained())
@@ -134,13 +137,13 @@ func checkEnvelope(t *testing.T, m mqtt.Message, v any, src, q string) {
 // TestMQTTOnChange: a map with on: change sends a topic's payload only
 // when it differs from the last sent; on: update sends every one.
 func TestMQTTOnChange(t *testing.T) {
-	br := startBroker(t, "")
+	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
-	s := startSink(t, config.NorthSink{Name: "chg", Kind: "mqtt", URL: br.url("tcp"), Map: []config.NorthMap{
+	s := startSink(t, config.NorthSink{Name: "chg", Kind: "mqtt", URL: br.URL(), Map: []config.NorthMap{
 		{From: "c/#", To: "chg/{topic}", QoS: 1, On: "change"},
 		{From: "c/#", To: "upd/{topic}", QoS: 1}}}, b, nil)
 	waitUp(t, s)
-	got, _ := subscribe(t, br.url("tcp"), "t-chg", "#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-chg", "#", true, nil)
 	for _, p := range []string{"1", "1", "1", "2", "2", "1"} {
 		must(t, b.Publish("c/x", []byte(p), "ws"))
 	}
@@ -167,13 +170,13 @@ func TestMQTTOnChange(t *testing.T) {
 // gateway's connection dies without a DISCONNECT; on reconnect the sink
 // announces "online" again, retained.
 func TestMQTTWill(t *testing.T) {
-	br := startBroker(t, "")
-	g := newGate(t, br.port)
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
 	b := bus.New(bus.Options{})
 	s := startSink(t, config.NorthSink{Name: "will", Kind: "mqtt", URL: g.url(), KeepAlive: 1e9 * 5,
 		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
 	waitUp(t, s)
-	got, _ := subscribe(t, br.url("tcp"), "t-will", "gw/#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-will", "gw/#", true, nil)
 	northtest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
 	g.cut() // the gateway's TCP connection dies
 	northtest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })

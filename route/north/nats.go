@@ -24,15 +24,24 @@ import (
 // ErrUnmappable is a topic NATS subjects cannot carry.
 var ErrUnmappable = errors.New("north: topic not expressible as a NATS subject")
 
-// subjectOf maps a topic to a subject.
+// subjectOf maps a topic to a subject (one pass, one allocation: it is
+// on every publish's path).
 func subjectOf(topic string) (string, bool) {
-	levels := strings.Split(topic, "/")
-	for _, l := range levels {
-		if l == "" || strings.ContainsAny(l, ".*> \t\r\n") {
+	start := 0
+	for i := 0; i <= len(topic); i++ {
+		if i < len(topic) && topic[i] != '/' {
+			switch topic[i] {
+			case '.', '*', '>', ' ', '\t', '\r', '\n':
+				return "", false
+			}
+			continue
+		}
+		if i == start { // an empty level
 			return "", false
 		}
+		start = i + 1
 	}
-	return strings.Join(levels, "."), true
+	return strings.ReplaceAll(topic, "/", "."), true
 }
 
 // subjectFilter maps an MQTT filter to a subject filter.
@@ -84,7 +93,7 @@ type natsUplink struct {
 	subMu   sync.Mutex
 	subs    []*nats.Subscription
 	flushMu sync.Mutex
-	waiting []*flushPending
+	next    *flushPending // the flush core QoS 1 publishes join now
 	flushes chan struct{}
 	stop    chan struct{}
 	ready   chan struct{} // closed once Start has set nc and js: the handlers may fire before
@@ -209,13 +218,23 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 		}
 		return newJSPending(f)
 	}
+	conn := u.nc.Stats().Reconnects // the connection this publish is written to, or a later one
 	if err := u.nc.Publish(subj, payload); err != nil || qos == 0 {
 		return settled{err}
 	}
-	p := &flushPending{done: make(chan struct{})}
+	// Published first, the flush joined after: a flush that began in
+	// between covers this message too (its PING follows it), and the one
+	// joined here comes later still; never a flush before the message.
 	u.flushMu.Lock()
-	u.waiting = append(u.waiting, p)
+	p := u.next
+	if p == nil {
+		p = &flushPending{done: make(chan struct{}), conn: conn}
+		u.next = p
+	}
 	u.flushMu.Unlock()
+	if p.conn != conn { // a reconnect in between: this message may have gone down with the old connection
+		return settled{ErrLinkDown}
+	}
 	select {
 	case u.flushes <- struct{}{}:
 	default:
@@ -223,18 +242,22 @@ func (u *natsUplink) Publish(topic string, payload []byte, qos byte, _ bool) Pen
 	return p
 }
 
-// flushPending is a core publish at QoS 1: done when a flush (a PING
-// answered by the server's PONG) shows the server read it. Core NATS has
-// no acknowledgement beyond that: a subscriber that is away misses it.
+// flushPending is every core publish at QoS 1 written before one flush
+// (a PING answered by the server's PONG: the server read all of them):
+// done when that flush returns. Core NATS has no acknowledgement beyond
+// that: a subscriber that is away misses it.
 type flushPending struct {
 	done chan struct{}
 	err  error
+	conn uint64 // nats.go's reconnect count when its publishes were written
 }
 
 func (p *flushPending) Done() <-chan struct{} { return p.done }
 func (p *flushPending) Error() error          { return p.err }
 
-// flusher settles core QoS 1 publishes, one flush for all those waiting.
+// flusher settles core QoS 1 publishes: it takes the flush they joined
+// (publishes after that join the next one) and flushes. The publisher
+// does not wait for it: while one flush is out, the next fills.
 func (u *natsUplink) flusher() {
 	defer u.wg.Done()
 	for {
@@ -244,37 +267,83 @@ func (u *natsUplink) flusher() {
 		case <-u.flushes:
 		}
 		u.flushMu.Lock()
-		batch := u.waiting
-		u.waiting = nil
+		p := u.next
+		u.next = nil
 		u.flushMu.Unlock()
-		err := u.nc.FlushTimeout(ackTimeout)
-		for _, p := range batch {
-			p.err = err
-			close(p.done)
+		if p == nil {
+			continue
 		}
+		p.err = u.nc.FlushTimeout(ackTimeout)
+		if p.err == nil && u.nc.Stats().Reconnects != p.conn {
+			// The PONG came on a later connection than the one the
+			// publishes went out on: they may be lost with it.
+			p.err = ErrLinkDown
+		}
+		close(p.done)
 	}
 }
 
-// jsPending waits for a JetStream PubAck.
+// jsPending is a JetStream publish awaiting its PubAck. It starts no
+// goroutine of its own: the window polls it (poll), and only a wait on
+// Done (the oldest in flight, not yet acked) starts one to turn nats.go's
+// two channels (ack, error) into one.
 type jsPending struct {
-	done chan struct{}
+	f    jetstream.PubAckFuture
+	mu   sync.Mutex
+	over bool // the outcome is in err
 	err  error
+	done chan struct{} // made by the first Done
 }
 
-func newJSPending(f jetstream.PubAckFuture) *jsPending {
-	p := &jsPending{done: make(chan struct{})}
-	go func() { // bounded: one per publish in flight (the sink's inflight)
+func newJSPending(f jetstream.PubAckFuture) *jsPending { return &jsPending{f: f} }
+
+// poll reports whether the PubAck (or the error) came, without waiting.
+func (p *jsPending) poll() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.over && p.done == nil { // once Done's goroutine reads the channels, only it does
 		select {
-		case <-f.Ok():
-		case p.err = <-f.Err():
+		case <-p.f.Ok():
+			p.over = true
+		case p.err = <-p.f.Err():
+			p.over = true
+		default:
 		}
-		close(p.done)
-	}()
-	return p
+	}
+	return p.over
 }
 
-func (p *jsPending) Done() <-chan struct{} { return p.done }
-func (p *jsPending) Error() error          { return p.err }
+func (p *jsPending) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = make(chan struct{})
+		if p.over {
+			close(p.done)
+		} else {
+			go p.wait()
+		}
+	}
+	return p.done
+}
+
+func (p *jsPending) wait() {
+	var err error
+	select {
+	case <-p.f.Ok():
+	case err = <-p.f.Err():
+	}
+	p.mu.Lock()
+	p.over, p.err = true, err
+	p.mu.Unlock()
+	close(p.done)
+}
+
+func (p *jsPending) Error() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
 
 func (u *natsUplink) Subscribe(filters []string, handler func(topic string, payload []byte)) error {
 	u.subMu.Lock()

@@ -70,7 +70,7 @@ func (s *natsServer) stop() {
 	}
 }
 
-func natsSink(t *testing.T, sc config.NorthSink, b *bus.Bus, withStore bool) *Sink {
+func natsSink(t *testing.T, sc config.NorthSink, b *bus.Bus, withStore bool, tweaks ...func(*Sink)) *Sink {
 	t.Helper()
 	sc.Kind = "nats"
 	if withStore {
@@ -90,6 +90,9 @@ func natsSink(t *testing.T, sc config.NorthSink, b *bus.Bus, withStore bool) *Si
 	s, err := NewSink(sc, "gw1", b, NewNATS(no), store, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, tweak := range tweaks {
+		tweak(s)
 	}
 	s.Start()
 	t.Cleanup(func() { s.Close() })

@@ -46,7 +46,7 @@ func TestTemplates(t *testing.T) {
 			t.Errorf("%s with %s on %s = %q, want %q", tt.tmpl, tt.filter, tt.topic, got, tt.want)
 		}
 	}
-	for _, tt := range []struct{ topic, subject string }{{"a/b", "a.b"}, {"a.b/c", ""}, {"a//b", ""}, {"a/b c", ""}} {
+	for _, tt := range []struct{ topic, subject string }{{"a/b", "a.b"}, {"a", "a"}, {"a.b/c", ""}, {"a//b", ""}, {"a/b c", ""}, {"", ""}, {"/a", ""}, {"a/", ""}, {"a/*", ""}, {"a/>", ""}, {"a/b\tc", ""}} {
 		got, ok := subjectOf(tt.topic)
 		if ok != (tt.subject != "") || got != tt.subject {
 			t.Errorf("subjectOf(%q) = %q, %v", tt.topic, got, ok)

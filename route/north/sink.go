@@ -55,6 +55,7 @@ type Sink struct {
 	liveCap  int           // maxLive; tests make it small
 	skipped  uint64        // guarded by liveMu: the newest record that skipped the live lane
 	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
+	appended chan struct{} // signalled on each Append: the drainer's window may have room
 
 	c       counters
 	stop    chan struct{}
@@ -76,7 +77,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -185,24 +186,27 @@ type outbound struct {
 func (s *Sink) forward() {
 	defer s.wg.Done()
 	var buf []bus.Message
-	var inflight []Pending // no store: publishes awaiting their ack, oldest first
+	var inflight window // no store: publishes awaiting their ack
 	for {
+		for inflight.done() {
+			s.settle(&inflight, false)
+		}
 		var head <-chan struct{}
-		if len(inflight) > 0 {
-			head = inflight[0].Done()
+		if inflight.len() > 0 {
+			head = inflight.oldest().p.Done()
 		}
 		select {
 		case <-s.stop:
 			return
 		case <-head:
-			inflight = s.settle(inflight, false)
+			s.settle(&inflight, false)
 			continue
 		case <-s.wake:
 		}
 		batch := s.sub.Drain(buf[:0], drainBytes)
 		s.c.dropped.Add(batch.Dropped) // the bus queue overflowed: the sink fell behind
 		for i := range batch.Msgs {
-			inflight = s.route(&batch.Msgs[i], inflight)
+			s.route(&batch.Msgs[i], &inflight)
 		}
 		clear(batch.Msgs)
 		buf = batch.Msgs
@@ -233,10 +237,11 @@ func (s *Sink) flushToStore(buf []bus.Message) {
 	}
 }
 
-// route maps m through every matching map and sends or stores the result.
-func (s *Sink) route(m *bus.Message, inflight []Pending) []Pending {
+// route maps m through every matching map and sends or stores the result
+// (inflight is nil with a store).
+func (s *Sink) route(m *bus.Message, inflight *window) {
 	if m.Src == s.src {
-		return inflight // came in through this sink's commands: no echo
+		return // came in through this sink's commands: no echo
 	}
 	for i := range s.maps {
 		mp := &s.maps[i]
@@ -255,36 +260,35 @@ func (s *Sink) route(m *bus.Message, inflight []Pending) []Pending {
 			s.spool(out)
 			continue
 		}
-		for len(inflight) >= s.cfg.Inflight {
-			inflight = s.settle(inflight, true)
+		for inflight.len() >= s.cfg.Inflight {
+			s.settle(inflight, true)
 		}
-		inflight = append(inflight, s.up.Publish(out.topic, out.payload, out.qos, out.retain))
+		inflight.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), 0, false)
 	}
-	return inflight
 }
 
-// settle counts the outcome of the oldest publish in flight (waiting for
-// it when wait) and drops it from the list. Without a store a failed
+// settle counts the outcome of the oldest slot in flight (waiting for it
+// when wait) and drops it from the window. Without a store a failed
 // publish is lost: failed and dropped both count it.
-func (s *Sink) settle(inflight []Pending, wait bool) []Pending {
-	p := inflight[0]
+func (s *Sink) settle(inflight *window, wait bool) {
+	sl := inflight.oldest()
 	var err error
 	if wait {
-		err = waitPending(p, ackTimeout, s.stop, s.down())
+		err = waitPending(sl.p, ackTimeout, s.stop, s.down())
 	} else {
-		err = p.Error()
+		err = sl.p.Error()
 	}
+	n := uint64(sl.n)
 	switch {
 	case err == nil:
-		s.c.published.Add(1)
+		s.c.published.Add(n)
 	case errors.Is(err, ErrUnmappable):
-		s.c.dropped.Add(1)
+		s.c.dropped.Add(n)
 	default:
-		s.c.failed.Add(1)
-		s.c.dropped.Add(1)
+		s.c.failed.Add(n)
+		s.c.dropped.Add(n)
 	}
-	inflight[0] = nil
-	return inflight[1:]
+	inflight.pop()
 }
 
 // maxLive bounds the records published live and not yet confirmed by the
@@ -311,6 +315,10 @@ func (s *Sink) spool(out outbound) {
 	switch {
 	case err == nil:
 		s.c.spooled.Add(1)
+		select {
+		case s.appended <- struct{}{}:
+		default:
+		}
 	case errors.Is(err, ErrStoreFull):
 		s.c.refused.Add(1)
 	default:

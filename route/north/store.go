@@ -85,21 +85,8 @@ func (s *Sink) drain() {
 			}
 			continue
 		}
-		recs, err := s.store.Peek(s.cfg.Inflight, peekBytes)
-		if err != nil {
-			s.log.Warn("north: store peek failed", "err", err)
-		}
-		if len(recs) == 0 {
-			select {
-			case <-s.stop:
-				return
-			case <-s.store.Wait():
-			case <-s.down():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		if !s.sendBatch(recs, pace) {
+		d := drainer{s: s, pace: pace, down: s.down(), since: time.Unix(0, s.upSince.Load())}
+		if !d.run() {
 			select { // failed: let the link settle before trying again
 			case <-s.stop:
 				return
@@ -109,71 +96,190 @@ func (s *Sink) drain() {
 	}
 }
 
-// sendBatch publishes recs, then acknowledges them in order as the broker
-// does; it stops at the first failure (false), leaving the rest queued.
-func (s *Sink) sendBatch(recs []StoreRecord, pace *pacer) bool {
-	down := s.down()
-	since := time.Unix(0, s.upSince.Load())
-	pend := make([]Pending, len(recs))
-	backlog := make([]bool, len(recs))
-	for i, r := range recs {
-		if p, ok := s.takeLive(r.Seq); ok {
-			pend[i] = p
-			s.sentUpTo.Store(r.Seq)
-			continue
-		}
-		out, err := decodeRecord(r.Data)
-		if err != nil {
-			pend[i] = settled{err}
-			s.sentUpTo.Store(r.Seq)
-			continue
-		}
-		if backlog[i] = r.Time.Before(since); backlog[i] && !pace.wait(s.stop) {
-			pend = pend[:i]
-			break
-		}
-		pend[i] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
-		s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
-	}
-	acked := false
-	var last uint64 // the newest record done, acked once for the batch (Ack is cumulative; each writes the cursor)
-	defer func() {
-		if acked {
-			if err := s.store.Ack(last); err != nil {
-				s.log.Warn("north: store ack failed", "err", err)
-			}
-		}
-	}()
-	for i, p := range pend {
-		err := waitPending(p, ackTimeout, s.stop, down)
-		switch {
-		case errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable):
-			s.log.Warn("north: record dropped", "seq", recs[i].Seq, "err", err)
-			s.c.dropped.Add(1)
-		case errors.Is(err, errStopped):
-			return false
-		case err != nil:
-			s.c.failed.Add(1)
-			return false
-		default:
-			s.c.published.Add(1)
-			if backlog[i] {
-				s.c.drained.Add(1)
-			}
-		}
-		last, acked = recs[i].Seq, true
-	}
-	return len(pend) == len(recs)
+// drainer is one connection's drain: a sliding window of up to inflight
+// slots in flight (MQTT: paho tokens; core NATS: flushes; JetStream:
+// PubAcks). The store is acked in order as the oldest slot is confirmed,
+// in runs (each Ack takes the queue's lock), never past a slot not yet
+// confirmed.
+type drainer struct {
+	s       *Sink
+	pace    *pacer
+	down    <-chan struct{}
+	since   time.Time     // the connection's start: records older are backlog
+	win     window        // sent, awaiting the broker
+	queued  []StoreRecord // peeked, not yet sent
+	live    []Pending     // queued's live publishes (nil: not published live)
+	next    uint64        // the first seq not yet sent (0: none sent)
+	flying  int           // records in the window
+	acked   uint64        // the newest seq confirmed and not yet acked in the store (0: none)
+	unacked int           // records confirmed since the last Ack
 }
 
-// takeLive removes and returns the live publish of record seq, if any.
+// run drains until the link goes down, the sink stops or a publish fails
+// (false; what is not acked stays queued and goes again).
+func (d *drainer) run() bool {
+	s := d.s
+	defer d.ack()
+	for {
+		for d.win.done() {
+			if !d.confirm() {
+				return false
+			}
+		}
+		if d.win.len() < s.cfg.Inflight {
+			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight/2 {
+				d.refill()
+			}
+			if len(d.queued) > 0 {
+				if !d.send() {
+					return false
+				}
+				continue
+			}
+		}
+		if !d.idle() {
+			return false
+		}
+	}
+}
+
+// refill acks what is confirmed, then peeks up to inflight records past
+// what is in flight (Peek starts at the oldest record not acked: the
+// window's own come again, and are skipped). It runs once half the
+// window or less is in flight, so each record is read back about twice
+// at most, not once per record confirmed; the records queued here go one
+// by one as slots free, and the records in flight stay under one and a
+// half inflight (core NATS puts many in one slot).
+func (d *drainer) refill() {
+	d.ack()
+	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
+	if err != nil {
+		d.s.log.Warn("north: store peek failed", "err", err)
+	}
+	for len(recs) > 0 && d.next != 0 && recs[0].Seq < d.next {
+		recs = recs[1:]
+	}
+	d.queued = recs
+	d.live = d.s.takeLive(recs, d.live[:0])
+}
+
+// send puts the oldest queued record in flight: its live publish if the
+// forward goroutine made one, else a publish of its own (paced when it is
+// backlog). False when the sink stopped while pacing.
+func (d *drainer) send() bool {
+	s, r, live := d.s, d.queued[0], d.live[0]
+	if live != nil {
+		d.win.add(live, r.Seq, false)
+	} else if out, err := decodeRecord(r.Data); err != nil {
+		d.win.add(settled{err}, r.Seq, false)
+	} else {
+		backlog := r.Time.Before(d.since)
+		if backlog && !d.pace.wait(s.stop) {
+			return false
+		}
+		d.win.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), r.Seq, backlog)
+	}
+	s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
+	d.queued[0], d.live[0] = StoreRecord{}, nil
+	d.queued, d.live = d.queued[1:], d.live[1:]
+	d.next = r.Seq + 1
+	d.flying++
+	return true
+}
+
+// confirm counts the oldest slot's outcome (it has settled) and marks its
+// records for the store's ack; false at a failure.
+func (d *drainer) confirm() bool {
+	s, sl := d.s, d.win.oldest()
+	err := sl.p.Error()
+	n := uint64(sl.n)
+	switch {
+	case errors.Is(err, errBadRecord) || errors.Is(err, ErrUnmappable):
+		s.log.Warn("north: record dropped", "seq", sl.last, "err", err)
+		s.c.dropped.Add(n)
+	case err != nil:
+		s.c.failed.Add(n)
+		return false
+	default:
+		s.c.published.Add(n)
+		s.c.drained.Add(uint64(sl.backlog))
+	}
+	d.acked, d.unacked = sl.last, d.unacked+sl.n
+	d.flying -= sl.n
+	d.win.pop()
+	if d.win.len() == 0 || d.unacked >= ackRun {
+		d.ack()
+	}
+	return true
+}
+
+// ackRun is how many confirmed records may wait for one store Ack while
+// more are in flight.
+const ackRun = 256
+
+// ack acks the store up to the newest confirmed record.
+func (d *drainer) ack() {
+	if d.acked == 0 {
+		return
+	}
+	if err := d.s.store.Ack(d.acked); err != nil {
+		d.s.log.Warn("north: store ack failed", "err", err)
+	}
+	d.acked, d.unacked = 0, 0
+}
+
+// idle waits for the oldest slot to settle, or, with room in the window,
+// for a record appended; false when the link went down, the sink stopped
+// or the oldest slot's ack is overdue.
+func (d *drainer) idle() bool {
+	s := d.s
+	d.ack()
+	var head, more, appended <-chan struct{}
+	wait := time.Second // nothing in flight: a missed signal costs a second, never a hang
+	if d.win.len() > 0 {
+		head = d.win.oldest().p.Done()
+		wait = time.Until(d.win.oldest().sent.Add(ackTimeout))
+	} else {
+		more = s.store.Wait()
+	}
+	if d.flying <= s.cfg.Inflight/2 { // room for a refill
+		appended = s.appended
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-s.stop:
+		return false
+	case <-d.down:
+		s.c.failed.Add(uint64(d.flying))
+		return false
+	case <-head:
+	case <-more:
+	case <-appended:
+	case <-t.C:
+		if d.win.len() > 0 {
+			s.c.failed.Add(uint64(d.flying))
+			return false
+		}
+	}
+	return true
+}
+
+// takeLive removes the live publishes of recs from the live table, in
+// one hold of its lock (the forward goroutine holds it across each
+// Append), and returns them beside recs in out (nil: not published live).
 // One that failed is sent again by the drainer on its next round.
-func (s *Sink) takeLive(seq uint64) (Pending, bool) {
+func (s *Sink) takeLive(recs []StoreRecord, out []Pending) []Pending {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
-	p, ok := s.live[seq]
-	delete(s.live, seq)
-	return p, ok
+	for _, r := range recs {
+		p := s.live[r.Seq]
+		if p != nil {
+			delete(s.live, r.Seq)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // pacer spaces events at a rate: a token bucket one second deep, so a

@@ -11,8 +11,8 @@ import (
 	"github.com/edgemux/edgemux/route/north/northtest"
 )
 
-// storeSink starts a sink with a spool in a temp dir.
-func storeSink(t *testing.T, url string, b *bus.Bus, st config.NorthStore) *Sink {
+// storeSink starts an MQTT sink with a spool in a temp dir.
+func storeSink(t *testing.T, url string, b *bus.Bus, st config.NorthStore, tweaks ...func(*Sink)) *Sink {
 	t.Helper()
 	st.Enabled = true
 	st.Dir = t.TempDir()
@@ -22,17 +22,7 @@ func storeSink(t *testing.T, url string, b *bus.Bus, st config.NorthStore) *Sink
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo, err := mqttOptions(sc, "gw1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Close() })
-	return s
+	return startSink(t, sc, b, store, tweaks...)
 }
 
 // tally counts what a subscriber got by the message number in the
@@ -93,19 +83,19 @@ func publishRange(t *testing.T, b *bus.Bus, from, to int) {
 // it when the link is back, and the metrics show both.
 func TestMQTTBrokerRestart(t *testing.T) {
 	const before, during, after = 1000, 3000, 1000
-	br := startBroker(t, "")
-	g := newGate(t, br.port)
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
 	b := bus.New(bus.Options{})
 	s := storeSink(t, g.url(), b, config.NorthStore{DrainRate: 2000})
 	waitUp(t, s)
-	got, _ := subscribe(t, br.url("tcp"), "t-restart", "out/#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-restart", "out/#", true, nil)
 
 	publishRange(t, b, 0, before)
 	// A broker without persistence loses what it acknowledged but had not
 	// delivered when it dies: that is the broker's guarantee, not ours, so
 	// the kill comes once the first part is through.
 	northtest.Eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
-	br.stop()
+	br.Stop()
 	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, before, before+during)
 	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
@@ -117,8 +107,8 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	// before the gateway may reconnect, so it is there for the drain.
 	g.hold(true)
 	g.cut()
-	br.start()
-	subscribeInto(t, got, br.url("tcp"), "t-restart-2", "out/#", true, nil)
+	br.Start()
+	subscribeInto(t, got, br.URL(), "t-restart-2", "out/#", true, nil)
 	g.hold(false)
 	publishRange(t, b, before+during, before+during+after) // live data during the drain
 	total := before + during + after
@@ -150,12 +140,12 @@ func TestMQTTStoreCap(t *testing.T) {
 	const n = 600
 	for _, policy := range []string{"oldest", "refuse"} {
 		t.Run(policy, func(t *testing.T) {
-			br := startBroker(t, "")
-			g := newGate(t, br.port)
+			br := northtest.StartMosquitto(t)
+			g := newGate(t, br.Port)
 			g.hold(true) // the link stays down until the queue is full
 			b := bus.New(bus.Options{})
 			s := storeSink(t, g.url(), b, config.NorthStore{MaxBytes: 1 << 20, Policy: policy, DrainRate: 100000})
-			got, _ := subscribe(t, br.url("tcp"), "t-cap-"+policy, "out/#", true, nil)
+			got, _ := subscribe(t, br.URL(), "t-cap-"+policy, "out/#", true, nil)
 			pad := strings.Repeat("x", 4096)
 			for i := range n {
 				must(t, b.Publish("s/a", []byte(fmt.Sprintf("n=%d", i)), "ws"))
@@ -203,12 +193,12 @@ func TestMQTTStoreCap(t *testing.T) {
 // it arrives before the backlog is through.
 func TestMQTTLiveAheadOfBacklog(t *testing.T) {
 	const backlog = 2000
-	br := startBroker(t, "")
-	g := newGate(t, br.port)
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
 	g.hold(true)
 	b := bus.New(bus.Options{})
 	s := storeSink(t, g.url(), b, config.NorthStore{DrainRate: 200}) // 2,000 take 9 s and more
-	got, _ := subscribe(t, br.url("tcp"), "t-live", "out/#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-live", "out/#", true, nil)
 	publishRange(t, b, 0, backlog)
 	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == backlog })
 	g.hold(false)
@@ -282,22 +272,11 @@ func TestCloseKeepsQueuedInStore(t *testing.T) {
 // through the drainer instead.
 func TestMQTTStoreOrderLiveFull(t *testing.T) {
 	const n = 3000
-	br := startBroker(t, "")
+	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
-	st := config.NorthStore{Enabled: true, Dir: t.TempDir()}
-	sc := sinkConfig(t, config.NorthSink{Name: "ord", Kind: "mqtt", URL: br.url("tcp"), Store: st,
-		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}})
-	store, err := OpenSpool(sc.Store)
-	must(t, err)
-	mo, err := mqttOptions(sc, "gw1")
-	must(t, err)
-	s, err := NewSink(sc, "gw1", b, NewMQTT(mo), store, nil)
-	must(t, err)
-	s.liveCap = 8
-	s.Start()
-	t.Cleanup(func() { s.Close() })
+	s := storeSink(t, br.URL(), b, config.NorthStore{}, func(s *Sink) { s.liveCap = 8 })
 	waitUp(t, s)
-	got, _ := subscribe(t, br.url("tcp"), "t-ord", "out/#", true, nil)
+	got, _ := subscribe(t, br.URL(), "t-ord", "out/#", true, nil)
 	publishRange(t, b, 0, n)
 	northtest.Eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
 	if !inOrderBelow(t, got, n) {

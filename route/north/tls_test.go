@@ -96,9 +96,9 @@ func (p testPKI) writeKey(t *testing.T, name string, key *ecdsa.PrivateKey) stri
 // certificate, checking the broker's against the configured CA.
 func TestMQTTTLSClientCert(t *testing.T) {
 	p := newPKI(t)
-	br := startBroker(t, "cafile "+p.ca+"\ncertfile "+p.serverCert+"\nkeyfile "+p.serverKey+"\nrequire_certificate true\n")
+	br := northtest.StartMosquitto(t, "cafile "+p.ca+"\ncertfile "+p.serverCert+"\nkeyfile "+p.serverKey+"\nrequire_certificate true\n")
 	b := bus.New(bus.Options{})
-	s := startSink(t, config.NorthSink{Name: "tls", Kind: "mqtt", URL: br.url("ssl"),
+	s := startSink(t, config.NorthSink{Name: "tls", Kind: "mqtt", URL: "ssl://127.0.0.1:" + itoa(br.Port),
 		TLS: config.NorthTLS{CAFile: p.ca, CertFile: p.cert, KeyFile: p.key},
 		Map: []config.NorthMap{{From: "x/#", To: "tls/{topic}", QoS: 1}}}, b, nil)
 	waitUp(t, s)
@@ -106,7 +106,7 @@ func TestMQTTTLSClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := subscribe(t, br.url("ssl"), "t-tls", "tls/#", true, func(o *mqtt.ClientOptions) { o.SetTLSConfig(tc) })
+	got, _ := subscribe(t, "ssl://127.0.0.1:"+itoa(br.Port), "t-tls", "tls/#", true, func(o *mqtt.ClientOptions) { o.SetTLSConfig(tc) })
 	must(t, b.Publish("x/y", []byte("secret"), "ws"))
 	northtest.Eventually(t, "the message over TLS", func() bool { return got.len() == 1 })
 	if m := got.snapshot()[0]; m.Topic() != "tls/x/y" || string(m.Payload()) != "secret" {
@@ -114,7 +114,7 @@ func TestMQTTTLSClientCert(t *testing.T) {
 	}
 
 	// Without a client certificate the broker turns the handshake down.
-	conn, err := tls.Dial("tcp", "127.0.0.1:"+itoa(br.port), &tls.Config{RootCAs: tc.RootCAs, ServerName: "127.0.0.1"})
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+itoa(br.Port), &tls.Config{RootCAs: tc.RootCAs, ServerName: "127.0.0.1"})
 	if err == nil {
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, err = conn.Read(make([]byte, 1))

@@ -45,10 +45,8 @@ func (s settled) Error() error          { return s.err }
 // A publish still in flight when the link goes down (down closed)
 // failed too: the engine will not finish it on a new connection.
 func waitPending(p Pending, timeout time.Duration, stop, down <-chan struct{}) error {
-	select {
-	case <-p.Done():
+	if settledNow(p) {
 		return p.Error()
-	default:
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,8 +28,10 @@ type Mosquitto struct {
 }
 
 // StartMosquitto runs mosquitto on a free loopback port (persistence off)
-// and stops it in t.Cleanup.
-func StartMosquitto(t testing.TB) *Mosquitto {
+// and stops it in t.Cleanup; extra is more of its configuration, lines
+// that apply to the listener (TLS options, say). Its output goes to the
+// config's path + ".log".
+func StartMosquitto(t testing.TB, extra ...string) *Mosquitto {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/mosquitto"); err != nil {
 		t.Fatalf("mosquitto is needed (apt-get install mosquitto): %v", err)
@@ -40,7 +43,12 @@ func StartMosquitto(t testing.TB) *Mosquitto {
 	m := &Mosquitto{t: t, Port: l.Addr().(*net.TCPAddr).Port}
 	l.Close()
 	m.conf = filepath.Join(t.TempDir(), "mosquitto.conf")
+	// user root: started as root, mosquitto would switch to its own user,
+	// who cannot read a test's 0600 files (certificates).
 	conf := fmt.Sprintf("user root\nlistener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n", m.Port)
+	for _, e := range extra {
+		conf += strings.TrimSuffix(e, "\n") + "\n"
+	}
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +64,16 @@ func (m *Mosquitto) URL() string { return "tcp://127.0.0.1:" + strconv.Itoa(m.Po
 func (m *Mosquitto) Start() {
 	m.t.Helper()
 	m.cmd = exec.Command("/usr/sbin/mosquitto", "-c", m.conf)
+	log, err := os.OpenFile(m.conf+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer log.Close()
+	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		m.t.Fatal(err)
 	}
-	Eventually(m.t, "mosquitto listening", func() bool {
+	Eventually(m.t, "mosquitto listening (its log: "+m.conf+".log)", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(m.Port))
 		if err == nil {
 			c.Close()

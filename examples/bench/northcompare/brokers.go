@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The ceilings: one plain client per broker publishing the same messages
+// the same way, and the subscribers every figure waits for.
+
+// counter is a subscriber on the broker counting what arrives.
+type counter struct{ got atomic.Int64 }
+
+func (c *counter) wait(n int) {
+	for deadline := time.Now().Add(10 * time.Minute); c.got.Load() < int64(n); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("only %d of %d messages arrived", c.got.Load(), n))
+		}
+	}
+}
+
+// receiver is what a figure waits for: a subscriber's count, or a
+// JetStream stream's.
+type receiver struct {
+	wait  func(n int)
+	close func()
+}
+
+// receive subscribes to the bench's topics on url: MQTT, core NATS, or
+// (stream set) a fresh JetStream stream whose message count is waited for.
+func (b *benchmark) receive(url, kind, stream string) receiver {
+	switch {
+	case kind == "mqtt":
+		c, cl := b.mqttSubscriber(url, "bench/#")
+		return receiver{c.wait, func() { cl.Disconnect(0) }}
+	case stream != "":
+		return b.jsStream(url, stream)
+	default:
+		nc, err := nats.Connect(url)
+		check(err)
+		c := &counter{}
+		_, err = nc.Subscribe("bench.>", func(*nats.Msg) { c.got.Add(1) })
+		check(err)
+		check(nc.Flush())
+		return receiver{c.wait, nc.Close}
+	}
+}
+
+func (b *benchmark) mqttSubscriber(url, filter string) (*counter, mqtt.Client) {
+	c := &counter{}
+	b.runs++
+	cl := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(url).SetClientID("bench-sub-" + strconv.Itoa(b.runs)))
+	tok := cl.Connect()
+	tok.Wait()
+	check(tok.Error())
+	tok = cl.Subscribe(filter, 1, func(mqtt.Client, mqtt.Message) { c.got.Add(1) })
+	tok.Wait()
+	check(tok.Error())
+	return c, cl
+}
+
+// mqttDirect: one paho client publishing at QoS 1 with 64 in flight.
+func (b *benchmark) mqttDirect(url string) result {
+	rc := b.receive(url, "mqtt", "")
+	defer rc.close()
+	cl := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(url).SetClientID("bench-pub"))
+	tok := cl.Connect()
+	tok.Wait()
+	check(tok.Error())
+	defer cl.Disconnect(0)
+	window := make([]mqtt.Token, 0, 64)
+	start := time.Now()
+	for i := range b.n {
+		if len(window) == cap(window) {
+			window[0].Wait()
+			window = window[1:]
+		}
+		window = append(window, cl.Publish(b.topic(i), 1, false, b.payload))
+	}
+	rc.wait(b.n)
+	return result{b.n, time.Since(start), ""}
+}
+
+// natsDirect: one nats.go connection publishing, flushed at the end.
+func (b *benchmark) natsDirect(url string) result {
+	rc := b.receive(url, "nats", "")
+	defer rc.close()
+	pub, err := nats.Connect(url)
+	check(err)
+	defer pub.Close()
+	start := time.Now()
+	for i := range b.n {
+		check(pub.Publish("bench.t"+strconv.Itoa(i%b.topics), b.payload))
+	}
+	check(pub.Flush())
+	rc.wait(b.n)
+	return result{b.n, time.Since(start), ""}
+}
+
+// jsStream is the bench's stream, made afresh (file storage), and a wait
+// for its message count.
+const jsStream = "BENCH"
+
+func (b *benchmark) jsStream(url, name string) receiver {
+	nc, err := nats.Connect(url)
+	check(err)
+	js, err := jetstream.New(nc)
+	check(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = js.DeleteStream(ctx, name) // the previous run's
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench.>"}, Storage: jetstream.FileStorage})
+	check(err)
+	wait := func(n int) {
+		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			info, err := s.Info(ctx)
+			cancel()
+			check(err)
+			if info.State.Msgs >= uint64(n) {
+				return
+			}
+			if time.Now().After(deadline) {
+				panic(fmt.Sprintf("the stream holds only %d of %d messages", info.State.Msgs, n))
+			}
+		}
+	}
+	return receiver{wait, nc.Close}
+}
+
+// jsDirect: one nats.go JetStream client publishing asynchronously with
+// at most inflight PubAcks pending (PublishAsync blocks past that).
+func (b *benchmark) jsDirect(url string) result {
+	rc := b.receive(url, "nats", jsStream)
+	defer rc.close()
+	nc, err := nats.Connect(url)
+	check(err)
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(b.inflight))
+	check(err)
+	start := time.Now()
+	for i := range b.n {
+		_, err := js.PublishAsync("bench.t"+strconv.Itoa(i%b.topics), b.payload)
+		check(err)
+	}
+	<-js.PublishAsyncComplete()
+	rc.wait(b.n)
+	return result{b.n, time.Since(start), ""}
+}
+
+// natsBench runs natscli's `nats bench pub` (one client, the same count
+// and size) and returns the msgs/s it reports; 0 (and the output) when
+// its output has no figure.
+func (b *benchmark) natsBench(bin, url string) float64 {
+	out, err := exec.Command(bin, "bench", "pub", "bench.natscli", "--server", url, "--msgs", strconv.Itoa(b.n),
+		"--size", strconv.Itoa(len(b.payload))+"B", "--clients", "1", "--no-progress",
+		"--multisubject", "--multisubjectmax", strconv.Itoa(b.topics)).CombinedOutput()
+	m := regexp.MustCompile(`([0-9][0-9,]*) msgs/sec`).FindSubmatch(out)
+	if err != nil || m == nil {
+		fmt.Printf("nats bench: %v\n%s\n", err, out)
+		return 0
+	}
+	v, _ := strconv.Atoi(strings.ReplaceAll(string(m[1]), ",", ""))
+	return float64(v)
+}

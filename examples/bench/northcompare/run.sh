@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runs northcompare with natscli's `nats bench pub` beside the ceilings.
+# natscli is installed into a temp GOBIN (not into the module, not into
+# ~/go/bin), once per machine: /tmp/northcompare-gobin. Arguments go to
+# northcompare (e.g. -n 100000 -outage 10s for a smoke run).
+#
+#	examples/bench/northcompare/run.sh [-n 100000] [-outage 60s]
+set -eu
+cd "$(dirname "$0")/../../.."
+NATSCLI_VERSION=${NATSCLI_VERSION:-v0.5.1} # builds with Go 1.26
+GOBIN=${NORTHCOMPARE_GOBIN:-/tmp/northcompare-gobin}
+if [ ! -x "$GOBIN/nats" ] || ! "$GOBIN/nats" --version 2>&1 | grep -q "${NATSCLI_VERSION#v}"; then
+	mkdir -p "$GOBIN"
+	# Outside the module: go install pkg@version ignores go.mod here.
+	(cd /tmp && GOBIN="$GOBIN" GOFLAGS=-mod=mod go install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION")
+fi
+exec go run ./examples/bench/northcompare -natscli "$GOBIN/nats" "$@"

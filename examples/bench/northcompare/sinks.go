@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/north"
+)
+
+// The rows: a sink carrying the bus's messages to a broker, live and from
+// a store's backlog.
+
+// newSink makes a sink of kind (on stream: JetStream) on a bus big enough
+// to take a burst of n.
+func (b *benchmark) newSink(url, kind, stream string, store bool) (*bus.Bus, *north.Set) {
+	bb := bus.New(bus.Options{Queue: b.n + 1, QueueBytes: 1 << 30, MaxTopics: b.topics + 100, TopicQuota: b.topics + 100})
+	b.runs++
+	sc := config.NorthSink{Name: "bench" + strconv.Itoa(b.runs), Kind: kind, URL: url, Inflight: b.inflight,
+		JetStream: config.NorthJetStream{Stream: stream},
+		Map:       []config.NorthMap{{From: "bench/#", To: "{topic}", QoS: 1}}}
+	if store {
+		sc.Store = config.NorthStore{Enabled: true, Dir: filepath.Join(b.dir, sc.Name), DrainRate: 1000000, Sync: "interval"}
+	}
+	cfg := config.Defaults()
+	cfg.DataDir = b.dir
+	cfg.North.Sinks = []config.NorthSink{sc}
+	cfg.Normalize()
+	check(cfg.Validate())
+	set, err := north.Build(cfg.North, "bench", bb, nil, slog.New(slog.DiscardHandler))
+	check(err)
+	return bb, set
+}
+
+// sink: the bus publishes, a sink carries them to the broker.
+func (b *benchmark) sink(url, kind, stream string, store bool) result {
+	rc := b.receive(url, kind, stream)
+	defer rc.close()
+	bb, set := b.newSink(url, kind, stream, store)
+	set.Start()
+	defer set.Close()
+	waitUp(set)
+	start := time.Now()
+	for i := range b.n {
+		check(bb.Publish(b.topic(i), b.payload, "bench"))
+	}
+	rc.wait(b.n)
+	return result{b.n, time.Since(start), ""}
+}
+
+// relayed is a sink of kind reaching the broker at url through a relay
+// that refuses connections until opened: the broker unreachable.
+func (b *benchmark) relayed(url, kind string) (*relay, *bus.Bus, *north.Set) {
+	scheme, hostport, _ := strings.Cut(url, "://")
+	r := newRelay(hostport)
+	bb, set := b.newSink(scheme+"://"+r.addr(), kind, "", true)
+	set.Start()
+	return r, bb, set
+}
+
+// drainFrom opens the relay and times the backlog of count from the
+// link up until the subscriber has them all (the reconnect's backoff,
+// up to 5 s after a long outage, is not the drain's: it is printed).
+func drainFrom(r *relay, set *north.Set, rc receiver, count int) result {
+	opened := time.Now()
+	r.open.Store(true)
+	waitUp(set)
+	start := time.Now()
+	rc.wait(count)
+	return result{count, time.Since(start), fmt.Sprintf("; link back %v after the broker", start.Sub(opened).Round(time.Millisecond))}
+}
+
+// drain: n messages queued at once while the broker is unreachable, then
+// the link lets up, drain_rate unlimited.
+func (b *benchmark) drain(url, kind string) result {
+	rc := b.receive(url, kind, "")
+	defer rc.close()
+	r, bb, set := b.relayed(url, kind)
+	defer set.Close()
+	for i := range b.n {
+		check(bb.Publish(b.topic(i), b.payload, "bench"))
+	}
+	waitQueued(set, b.n)
+	return drainFrom(r, set, rc, b.n)
+}
+
+// outageDrain: the broker unreachable for the outage while the bus
+// publishes at a steady rate into the store, then the broker back and the
+// backlog's drain timed.
+func (b *benchmark) outageDrain(url, kind string) result {
+	rc := b.receive(url, kind, "")
+	defer rc.close()
+	r, bb, set := b.relayed(url, kind)
+	defer set.Close()
+	const tick = 10 * time.Millisecond
+	perTick := float64(b.rate) * tick.Seconds()
+	sent, owed := 0, 0.0
+	t := time.NewTicker(tick)
+	for end := time.Now().Add(b.outage); time.Now().Before(end); <-t.C {
+		for owed += perTick; owed >= 1; owed-- {
+			check(bb.Publish(b.topic(sent), b.payload, "bench"))
+			sent++
+		}
+	}
+	t.Stop()
+	waitQueued(set, sent)
+	return drainFrom(r, set, rc, sent)
+}
+
+func waitQueued(set *north.Set, n int) {
+	for deadline := time.Now().Add(5 * time.Minute); set.Stats()[0].QueueRecords < int64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("only %d of %d messages in the store", set.Stats()[0].QueueRecords, n))
+		}
+	}
+}
+
+func waitUp(set *north.Set) {
+	for deadline := time.Now().Add(30 * time.Second); !set.Stats()[0].LinkUp; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic("sink never connected")
+		}
+	}
+}

@@ -1,0 +1,354 @@
+package north
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgemux/edgemux/config"
+	"github.com/edgemux/edgemux/route/bus"
+	"github.com/edgemux/edgemux/route/north/northtest"
+)
+
+// ackLog is a real store (the spool) that notes its appends' seqs and
+// every Ack, so a test can check what was acked and when.
+type ackLog struct {
+	Store
+	mu       sync.Mutex
+	appended []uint64
+	acks     []uint64
+}
+
+func (l *ackLog) Append(data []byte) (uint64, error) {
+	seq, err := l.Store.Append(data)
+	if err == nil {
+		l.mu.Lock()
+		l.appended = append(l.appended, seq)
+		l.mu.Unlock()
+	}
+	return seq, err
+}
+
+func (l *ackLog) Ack(seq uint64) error {
+	l.mu.Lock()
+	l.acks = append(l.acks, seq)
+	l.mu.Unlock()
+	return l.Store.Ack(seq)
+}
+
+// snapshot is the appended seqs and the acks so far.
+func (l *ackLog) snapshot() (appended, acks []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.appended...), append([]uint64(nil), l.acks...)
+}
+
+// checkAcks fails unless the acks rose strictly and the last one is the
+// last record appended.
+func (l *ackLog) checkAcks(t *testing.T) {
+	t.Helper()
+	appended, acks := l.snapshot()
+	for i := 1; i < len(acks); i++ {
+		if acks[i] <= acks[i-1] {
+			t.Fatalf("store acks out of order: %v", acks)
+		}
+	}
+	if len(acks) == 0 || acks[len(acks)-1] != appended[len(appended)-1] {
+		t.Fatalf("store acks %v do not end at the last record %d", acks, appended[len(appended)-1])
+	}
+}
+
+// openAckLog opens the sink's spool under an ackLog.
+func openAckLog(t *testing.T, sc config.NorthSink) *ackLog {
+	t.Helper()
+	st, err := OpenSpool(sc.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ackLog{Store: st}
+}
+
+// TestDrainWindowSlides: the drainer keeps up to inflight (8) publishes
+// out, acks the store only for what the broker confirmed, in order, and
+// sends on once half its window is confirmed instead of waiting for the
+// whole batch. A backlog of 100 queues while the gate refuses the link;
+// then every PUBACK is held back by the gate, and let through a few at a
+// time. Fails before the sliding window (nothing more went while the
+// other half of the batch waited).
+func TestDrainWindowSlides(t *testing.T) {
+	const n, inflight = 100, 8
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
+	valve := newAckValve(mqttPacket)
+	g.valve(valve)
+	b := bus.New(bus.Options{})
+	sc := sinkConfig(t, config.NorthSink{Name: "win", Kind: "mqtt", URL: g.url(), Inflight: inflight,
+		Store: config.NorthStore{Enabled: true, Dir: t.TempDir(), DrainRate: 1000000},
+		Map:   []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}})
+	store := openAckLog(t, sc)
+	s := startSink(t, sc, b, store)
+	waitUp(t, s)
+	got, _ := subscribe(t, br.URL(), "t-win", "out/#", true, nil)
+	g.hold(true)
+	g.cut()
+	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	publishRange(t, b, 0, n)
+	northtest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
+
+	valve.hold()
+	g.hold(false)
+	northtest.Eventually(t, "a window's worth at the broker", func() bool { return got.len() >= inflight })
+	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
+		t.Fatalf("acked before the broker confirmed: acks %v, stats %+v", acks, s.Stats())
+	}
+	if k := got.len(); k != inflight {
+		t.Fatalf("%d messages out with none confirmed: the window is %d", k, inflight)
+	}
+
+	valve.pass(inflight / 2) // the oldest half confirmed: half the window free
+	northtest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
+		return got.len() == inflight+inflight/2 && s.Stats().QueueRecords == n-inflight/2
+	})
+	appended, acks := store.snapshot()
+	if len(acks) == 0 || acks[len(acks)-1] != appended[inflight/2-1] {
+		t.Fatalf("store acks %v after %d confirmations: want them to end at %d", acks, inflight/2, appended[inflight/2-1])
+	}
+	if k := got.len(); k != inflight+inflight/2 {
+		t.Fatalf("%d messages out with %d confirmed: the window is %d", k, inflight/2, inflight)
+	}
+
+	valve.pass(-1)
+	northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+	distinct, dups, inOrder := tally(t, got)
+	if len(distinct) != n || dups != 0 || !inOrder {
+		t.Fatalf("%d distinct of %d, %d duplicates, in order %v", len(distinct), n, dups, inOrder)
+	}
+	store.checkAcks(t)
+	if st := s.Stats(); st.Published != n || st.Drained != n {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// natsSubscriber subscribes to subject on url and keeps what arrives.
+// Core NATS keeps nothing for a subscriber that is away: if its own
+// connection drops (the server cuts a consumer it finds slow), the test
+// fails saying so, as that loss is not the sink's.
+func natsSubscriber(t *testing.T, url, subject string) *natsCollect {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		if err != nil {
+			t.Errorf("the test's subscriber lost its connection (%v): what the server sent meanwhile is gone", err)
+		}
+	}), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		t.Errorf("the test's subscriber: %v", err)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	got := &natsCollect{}
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { got.mu.Lock(); got.msgs = append(got.msgs, m); got.mu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// checkNATSOrder fails unless got holds messages n=0..n-1 once each, in
+// order.
+func checkNATSOrder(t *testing.T, got *natsCollect, n int) {
+	t.Helper()
+	msgs := got.all()
+	if len(msgs) != n {
+		t.Fatalf("%d messages, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if string(m.Data) != "n="+strconv.Itoa(i) {
+			t.Fatalf("message %d is %q", i, m.Data)
+		}
+	}
+}
+
+// TestNATSCorePipelined: a core NATS sink (no store, inflight 8) sends on
+// while its flushes are unanswered (the gate holds the server's PONGs)
+// and counts nothing published until the flush returns. Fails before
+// this window (the sink stopped after 8 messages, waiting for a flush).
+func TestNATSCorePipelined(t *testing.T) {
+	const n = 200
+	srv := startNATS(t)
+	g := newGate(t, srv.port)
+	valve := newAckValve(natsLine)
+	g.valve(valve)
+	b := bus.New(bus.Options{})
+	s := natsSink(t, config.NorthSink{Name: "pipe", URL: g.nats(), Inflight: 8,
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, false)
+	got := natsSubscriber(t, srv.url(), "out.>")
+
+	valve.hold()
+	publishRange(t, b, 0, n)
+	northtest.Eventually(t, "every message at the server, no flush answered", func() bool { return len(got.all()) == n })
+	if st := s.Stats(); st.Published != 0 || valve.passed() != 0 {
+		t.Fatalf("counted before a flush returned: stats %+v", st)
+	}
+	valve.pass(-1)
+	northtest.Eventually(t, "every publish confirmed", func() bool { return s.Stats().Published == n })
+	checkNATSOrder(t, got, n)
+}
+
+// TestNATSCoreStoreAckAfterFlush: with a store, records published to
+// core NATS leave the store only once a flush has returned (the server
+// read them): while the PONGs are held nothing is acked, live publishes
+// all went out, and the drainer's own (live lane off) stop at its window.
+func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		t.Run("live="+strconv.FormatBool(live), func(t *testing.T) {
+			const n, inflight = 200, 8
+			srv := startNATS(t)
+			g := newGate(t, srv.port)
+			valve := newAckValve(natsLine)
+			g.valve(valve)
+			b := bus.New(bus.Options{})
+			var store *ackLog
+			s := natsSink(t, config.NorthSink{Name: "saf", URL: g.nats(), Inflight: inflight,
+				Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true, func(s *Sink) {
+				store = &ackLog{Store: s.store}
+				s.store = store
+				if !live {
+					s.liveCap = 0
+				}
+			})
+			got := natsSubscriber(t, srv.url(), "out.>")
+
+			valve.hold()
+			publishRange(t, b, 0, n)
+			// Live: every one goes out at once. The drainer's: it refills
+			// while half its window or less is in flight, and a flush
+			// holds many records: more than half a window goes, never
+			// more than one and a half.
+			want, most := n, n
+			if !live {
+				want, most = inflight/2+1, inflight+inflight/2
+			}
+			northtest.Eventually(t, "messages at the server, all in the store", func() bool {
+				return len(got.all()) >= want && s.Stats().Spooled == n
+			})
+			if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
+				t.Fatalf("acked before a flush returned: acks %v, stats %+v", acks, s.Stats())
+			}
+			if k := len(got.all()); k > most {
+				t.Fatalf("%d messages out with no flush answered, at most %d may be", k, most)
+			}
+			valve.pass(-1)
+			northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+			checkNATSOrder(t, got, n)
+			store.checkAcks(t)
+		})
+	}
+}
+
+// TestNATSCoreCutLosesNothing: the sink's connection cut mid-stream (by
+// the gate in front of the server) loses nothing with a store: what was
+// written but not flushed is sent again, every message reaches a
+// subscriber on the server.
+func TestNATSCoreCutLosesNothing(t *testing.T) {
+	const n = 3000
+	srv := startNATS(t)
+	g := newGate(t, srv.port)
+	b := bus.New(bus.Options{})
+	s := natsSink(t, config.NorthSink{Name: "cut", URL: g.nats(),
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true)
+	got := natsSubscriber(t, srv.url(), "out.>")
+	publishRange(t, b, 0, n/3)
+	g.cut() // whatever is on its way through the gate is gone
+	publishRange(t, b, n/3, 2*n/3)
+	g.cut()
+	publishRange(t, b, 2*n/3, n)
+	northtest.Eventually(t, "the store drained", func() bool { st := s.Stats(); return st.LinkUp && st.QueueRecords == 0 })
+	seen := map[string]bool{}
+	for _, m := range got.all() {
+		if !strings.HasPrefix(string(m.Data), "n=") {
+			t.Fatalf("payload %q", m.Data)
+		}
+		seen[string(m.Data)] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct messages of %d reached the subscriber, stats %+v", len(seen), n, s.Stats())
+	}
+	t.Logf("%d messages, %d received (duplicates: resent after a cut), stats %+v", n, len(got.all()), s.Stats())
+}
+
+// TestJetStreamWindow: a JetStream sink with a store keeps at most
+// inflight (8) publishes awaiting their PubAck (the gate holds the PubAcks
+// back: the stream has stored exactly 8), acks none in the store before
+// its PubAck, sends on once half the window is acked, and acks the store
+// in order.
+func TestJetStreamWindow(t *testing.T) {
+	const n, inflight = 100, 8
+	srv := startNATS(t)
+	nc := natsConnect(t, srv.url())
+	js, err := jetstream.New(nc)
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WIN", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage})
+	must(t, err)
+	stored := func() uint64 {
+		info, err := stream.Info(ctx)
+		must(t, err)
+		return info.State.Msgs
+	}
+	g := newGate(t, srv.port)
+	valve := newAckValve(jsReply)
+	g.valve(valve)
+	b := bus.New(bus.Options{})
+	var store *ackLog
+	s := natsSink(t, config.NorthSink{Name: "jsw", URL: g.nats(), Inflight: inflight, JetStream: config.NorthJetStream{Stream: "WIN"},
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true, func(s *Sink) {
+		store = &ackLog{Store: s.store}
+		s.store = store
+	})
+	g.hold(true)
+	g.cut()
+	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	publishRange(t, b, 0, n)
+	northtest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
+
+	valve.hold()
+	g.hold(false)
+	northtest.Eventually(t, "a window's worth in the stream", func() bool { return stored() >= inflight })
+	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
+		t.Fatalf("acked before the PubAck: acks %v, stats %+v", acks, s.Stats())
+	}
+	if k := stored(); k != inflight {
+		t.Fatalf("%d publishes out with no PubAck, the window is %d", k, inflight)
+	}
+	valve.pass(inflight / 2)
+	northtest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
+		return stored() == inflight+inflight/2 && s.Stats().QueueRecords == n-inflight/2
+	})
+	valve.pass(-1)
+	northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+	store.checkAcks(t)
+	cons, err := js.OrderedConsumer(ctx, "WIN", jetstream.OrderedConsumerConfig{})
+	must(t, err)
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
+	must(t, err)
+	i := 0
+	for m := range batch.Messages() {
+		if string(m.Data()) != "n="+strconv.Itoa(i) {
+			t.Fatalf("stream message %d is %q", i, m.Data())
+		}
+		i++
+	}
+	if i != n {
+		t.Fatalf("the stream gave %d messages of %d", i, n)
+	}
+}
