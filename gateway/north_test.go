@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgemux/edgemux/protocols/modbus/upstream/upstreamtest"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // TestNorthCommandsDown: a cloud application's MQTT publishes come down
@@ -43,7 +44,7 @@ north:
       allow: ["plant/sp", "hmi/#"]
 `, dev, br.URL()))
 	up := northtest.Connect(t, br.URL(), "cloud-sub", "up/#")
-	northtest.Eventually(t, "the sink connected", func() bool {
+	routetest.Eventually(t, "the sink connected", func() bool {
 		return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_link_up{sink="cloud"} 1`)
 	})
 	ws := btWSDial(t, g)
@@ -60,11 +61,11 @@ north:
 
 	cloud.Send(t, "down/plant/sp", "-12.3")
 	device := mbMaster(t, dev, 1)
-	northtest.Eventually(t, "the write in pymodbus", func() bool {
+	routetest.Eventually(t, "the write in pymodbus", func() bool {
 		b, err := device.ReadHoldingRegisters(10, 1)
 		return err == nil && int16(uint16(b[0])<<8|uint16(b[1])) == -123
 	})
-	northtest.Eventually(t, "the polled value up", func() bool {
+	routetest.Eventually(t, "the polled value up", func() bool {
 		for _, m := range up.Messages() {
 			var v struct{ V float64 }
 			if m.Topic() == "up/plant/sp" && json.Unmarshal(m.Payload(), &v) == nil && v.V == -12.3 {
@@ -73,7 +74,7 @@ north:
 		}
 		return false
 	})
-	northtest.Eventually(t, "the write counted", func() bool {
+	routetest.Eventually(t, "the write counted", func() bool {
 		return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_commands_total{result="written",sink="cloud"} 2`)
 	})
 	page := httpGet(t, g, "/metrics")
@@ -128,11 +129,11 @@ north:
     - {name: "away", kind: mqtt, url: "tcp://127.0.0.1:1", map: [{from: "a/#"}]}
 `)
 	up := northtest.Connect(t, br.URL(), "dash-sub", "b/#")
-	northtest.Eventually(t, "the sink connected", func() bool { return g.north.Stats()[0].LinkUp })
+	routetest.Eventually(t, "the sink connected", func() bool { return g.north.Stats()[0].LinkUp })
 	if err := g.Bus().Publish("a/x", []byte("1"), "ws"); err != nil {
 		t.Fatal(err)
 	}
-	northtest.Eventually(t, "the message up", func() bool { return len(up.Messages()) == 1 })
+	routetest.Eventually(t, "the message up", func() bool { return len(up.Messages()) == 1 })
 	page := openDashboard(t, g.Addr().String())
 	page.waitTrue("the cloud row up with 1 published", `(() => {
 		const r = document.querySelector('#north-rows tr[data-sink="cloud"]');

@@ -7,6 +7,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // TestMQTTCommands: a remote publish on a command topic whose bus topic is
@@ -36,7 +37,7 @@ func TestMQTTCommands(t *testing.T) {
 	send("edgemux/gw1/cmd/secret/door", "open") // not allowed
 	send("edgemux/gw1/cmd/ctl/lamp", "on")      // allowed, after it: the refused one would be there first
 	var msgs []bus.Message
-	northtest.Eventually(t, "the allowed command on the bus", func() bool {
+	routetest.Eventually(t, "the allowed command on the bus", func() bool {
 		msgs = append(msgs, sub.Drain(nil, 0).Msgs...)
 		return len(msgs) > 0
 	})
@@ -44,7 +45,7 @@ func TestMQTTCommands(t *testing.T) {
 		t.Fatalf("bus got %+v", msgs)
 	}
 	// The outcome is counted once the bus has delivered: wait for it.
-	northtest.Eventually(t, "the command counted", func() bool { return s.Stats().CommandsWritten == 1 })
+	routetest.Eventually(t, "the command counted", func() bool { return s.Stats().CommandsWritten == 1 })
 	if st := s.Stats(); st.CommandsRefused != 1 || st.CommandsFailed != 0 {
 		t.Fatalf("command counters: %+v", st)
 	}
@@ -52,7 +53,7 @@ func TestMQTTCommands(t *testing.T) {
 	// up; a local publish on the same filter is, and arrives after it
 	// would have.
 	must(t, b.Publish("ctl/fan", []byte("off"), "ws"))
-	northtest.Eventually(t, "the local publish upstream", func() bool { return echo.len() == 1 })
+	routetest.Eventually(t, "the local publish upstream", func() bool { return echo.len() == 1 })
 	if m := echo.snapshot()[0]; m.Topic() != "state/ctl/fan" {
 		t.Fatalf("upstream got %s: a command echoed back", m.Topic())
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // sinkConfig normalizes and validates sc as the config package would.
@@ -49,7 +50,7 @@ func startSink(t *testing.T, sc config.NorthSink, b *bus.Bus, store Store, tweak
 
 func waitUp(t *testing.T, s *Sink) {
 	t.Helper()
-	northtest.Eventually(t, "sink "+s.name+" connected", func() bool { return s.Stats().LinkUp })
+	routetest.Eventually(t, "sink "+s.name+" connected", func() bool { return s.Stats().LinkUp })
 }
 
 func payloads(ms []mqtt.Message) []string {
@@ -77,7 +78,7 @@ func TestMQTTRawAndEnvelope(t *testing.T) {
 	must(t, b.Publish("plant/a/temp", []byte("21.5"), "ws"))
 	must(t, b.Publish("plant/b/temp", []byte(`{"v":7,"q":"bad","ts":1700000000000}`), "modbus-poll"))
 	must(t, b.Publish("plant/c/name", []byte("pump \"3\""), "coap"))
-	northtest.Eventually(t, "5 messages", func() bool { return got.len() >= 5 })
+	routetest.Eventually(t, "5 messages", func() bool { return got.len() >= 5 })
 
 	byTopic := map[string]mqtt.Message{}
 	for _, m := range got.snapshot() {
@@ -97,11 +98,11 @@ func TestMQTTRawAndEnvelope(t *testing.T) {
 	}
 
 	late, _ := subscribe(t, br.URL(), "t-late", "site/gw1/a/#", true, nil)
-	northtest.Eventually(t, "the retained value", func() bool { return late.len() == 1 })
+	routetest.Eventually(t, "the retained value", func() bool { return late.len() == 1 })
 	if m := late.snapshot()[0]; !m.Retained() || string(m.Payload()) != "21.5" {
 		t.Fatalf("late subscriber got %q retained=%v", m.Payload(), m.Retained())
 	}
-	northtest.Eventually(t, "the acks counted", func() bool { return raw.Stats().Published == 2 })
+	routetest.Eventually(t, "the acks counted", func() bool { return raw.Stats().Published == 2 })
 	if st := raw.Stats(); st.Failed != 0 || st.Dropped != 0 {
 		t.Fatalf("raw sink stats = %+v", st)
 	}
@@ -148,7 +149,7 @@ func TestMQTTOnChange(t *testing.T) {
 		must(t, b.Publish("c/x", []byte(p), "ws"))
 	}
 	must(t, b.Publish("c/end", []byte("end"), "ws"))
-	northtest.Eventually(t, "the end marker on both maps", func() bool { return got.len() >= 3+6+2 })
+	routetest.Eventually(t, "the end marker on both maps", func() bool { return got.len() >= 3+6+2 })
 	var chg, upd []string
 	for _, m := range got.snapshot() {
 		switch {
@@ -177,9 +178,9 @@ func TestMQTTWill(t *testing.T) {
 		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
 	waitUp(t, s)
 	got, _ := subscribe(t, br.URL(), "t-will", "gw/#", true, nil)
-	northtest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	routetest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
 	g.cut() // the gateway's TCP connection dies
-	northtest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
+	routetest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
 	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
 		t.Fatalf("state messages = %v", p)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
-	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // natsServer is Debian's nats-server with JetStream, on a free port with
@@ -53,7 +53,7 @@ func (s *natsServer) start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	northtest.Eventually(s.t, "nats-server listening", func() bool {
+	routetest.Eventually(s.t, "nats-server listening", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.port))
 		if err == nil {
 			c.Close()
@@ -139,11 +139,11 @@ func TestNATSCore(t *testing.T) {
 	nc.Flush()
 	must(t, b.Publish("plant/a.b/temp", []byte("1"), "ws")) // a "." in a level: no subject for it
 	must(t, b.Publish("plant/a/temp", []byte("21.5"), "ws"))
-	northtest.Eventually(t, "the message on its subject", func() bool { return len(got.all()) == 1 })
+	routetest.Eventually(t, "the message on its subject", func() bool { return len(got.all()) == 1 })
 	if m := got.all()[0]; m.Subject != "site.gw1.plant.a.temp" || !strings.Contains(string(m.Data), `"v":21.5`) {
 		t.Fatalf("got %s %s", m.Subject, m.Data)
 	}
-	northtest.Eventually(t, "the publish counted", func() bool { return s.Stats().Published == 1 })
+	routetest.Eventually(t, "the publish counted", func() bool { return s.Stats().Published == 1 })
 	if st := s.Stats(); st.Dropped != 1 {
 		t.Fatalf("stats %+v: want the unmappable topic dropped", st)
 	}
@@ -154,11 +154,11 @@ func TestNATSCore(t *testing.T) {
 	must(t, nc.Publish("down.secret.door", []byte("open")))
 	must(t, nc.Publish("down.ctl.lamp", []byte("on")))
 	var msgs []bus.Message
-	northtest.Eventually(t, "the command on the bus", func() bool { msgs = append(msgs, sub.Drain(nil, 0).Msgs...); return len(msgs) > 0 })
+	routetest.Eventually(t, "the command on the bus", func() bool { msgs = append(msgs, sub.Drain(nil, 0).Msgs...); return len(msgs) > 0 })
 	if m := msgs[0]; m.Topic != "ctl/lamp" || string(m.Payload) != "on" || m.Src != "nats:n" {
 		t.Fatalf("bus got %+v", msgs)
 	}
-	northtest.Eventually(t, "the command counted", func() bool { return s.Stats().CommandsWritten == 1 })
+	routetest.Eventually(t, "the command counted", func() bool { return s.Stats().CommandsWritten == 1 })
 	if st := s.Stats(); st.CommandsRefused != 1 {
 		t.Fatalf("command counters %+v", st)
 	}
@@ -183,15 +183,15 @@ func TestNATSJetStreamRestart(t *testing.T) {
 	s := natsSink(t, config.NorthSink{Name: "js", URL: srv.url(), JetStream: config.NorthJetStream{Stream: "EDGE"},
 		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true)
 	publishRange(t, b, 0, before)
-	northtest.Eventually(t, "the first part acked", func() bool { return s.Stats().Published == before })
+	routetest.Eventually(t, "the first part acked", func() bool { return s.Stats().Published == before })
 	srv.stop()
-	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, before, before+during)
-	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
+	routetest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
 	srv.start()
 	publishRange(t, b, before+during, before+during+after)
 	total := before + during + after
-	northtest.Eventually(t, "the queue drained", func() bool { st := s.Stats(); return st.LinkUp && st.QueueRecords == 0 })
+	routetest.Eventually(t, "the queue drained", func() bool { st := s.Stats(); return st.LinkUp && st.QueueRecords == 0 })
 
 	nc = natsConnect(t, srv.url())
 	js, err = jetstream.New(nc)

@@ -9,6 +9,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // storeSink starts an MQTT sink with a spool in a temp dir.
@@ -94,11 +95,11 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	// A broker without persistence loses what it acknowledged but had not
 	// delivered when it dies: that is the broker's guarantee, not ours, so
 	// the kill comes once the first part is through.
-	northtest.Eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
+	routetest.Eventually(t, "the first part delivered", func() bool { d, _, _ := tally(t, got); return len(d) == before })
 	br.Stop()
-	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, before, before+during)
-	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
+	routetest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
 	if st := s.Stats(); st.QueueBytes <= 0 || st.OldestAge < 0 || st.Spooled != before+during {
 		t.Fatalf("while down: %+v", st)
 	}
@@ -112,8 +113,8 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	g.hold(false)
 	publishRange(t, b, before+during, before+during+after) // live data during the drain
 	total := before + during + after
-	northtest.Eventually(t, "every message", func() bool { d, _, _ := tally(t, got); return len(d) == total })
-	northtest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
+	routetest.Eventually(t, "every message", func() bool { d, _, _ := tally(t, got); return len(d) == total })
+	routetest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
 	d, dups, _ := tally(t, got)
 	// The store is FIFO: what came before the restart arrives in order
 	// (what came after may be live, ahead of the backlog).
@@ -151,7 +152,7 @@ func TestMQTTStoreCap(t *testing.T) {
 				must(t, b.Publish("s/a", []byte(fmt.Sprintf("n=%d", i)), "ws"))
 				must(t, b.Publish("s/pad", []byte(pad), "ws")) // fills the queue; filtered out below
 			}
-			northtest.Eventually(t, "every message stored or counted", func() bool {
+			routetest.Eventually(t, "every message stored or counted", func() bool {
 				st := s.Stats()
 				return st.Spooled+st.Refused == 2*n
 			})
@@ -171,8 +172,8 @@ func TestMQTTStoreCap(t *testing.T) {
 				}
 			}
 			g.hold(false)
-			northtest.Eventually(t, "the queue drained", func() bool { return s.Stats().QueueRecords == 0 })
-			northtest.Eventually(t, "everything kept delivered", func() bool { return int64(got.len()) >= kept })
+			routetest.Eventually(t, "the queue drained", func() bool { return s.Stats().QueueRecords == 0 })
+			routetest.Eventually(t, "everything kept delivered", func() bool { return int64(got.len()) >= kept })
 			var nums []int
 			for _, m := range got.snapshot() {
 				if m.Topic() == "out/s/a" {
@@ -200,11 +201,11 @@ func TestMQTTLiveAheadOfBacklog(t *testing.T) {
 	s := storeSink(t, g.url(), b, config.NorthStore{DrainRate: 200}) // 2,000 take 9 s and more
 	got, _ := subscribe(t, br.URL(), "t-live", "out/#", true, nil)
 	publishRange(t, b, 0, backlog)
-	northtest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == backlog })
+	routetest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == backlog })
 	g.hold(false)
-	northtest.Eventually(t, "the drain under way", func() bool { return s.Stats().Drained > 0 })
+	routetest.Eventually(t, "the drain under way", func() bool { return s.Stats().Drained > 0 })
 	must(t, b.Publish("s/live", []byte("n=live"), "ws"))
-	northtest.Eventually(t, "the live message", func() bool {
+	routetest.Eventually(t, "the live message", func() bool {
 		for _, m := range got.snapshot() {
 			if string(m.Payload()) == "n=live" {
 				return true
@@ -222,10 +223,10 @@ func TestMQTTLiveAheadOfBacklog(t *testing.T) {
 	if before >= backlog {
 		t.Fatalf("the live message came after the whole backlog (%d messages)", before)
 	}
-	northtest.Eventually(t, "the backlog through", func() bool { return distinctPayloads(got) == backlog+1 })
+	routetest.Eventually(t, "the backlog through", func() bool { return distinctPayloads(got) == backlog+1 })
 	// The live message is confirmed (and leaves the disk) in its turn,
 	// after the backlog.
-	northtest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
+	routetest.Eventually(t, "the queue empty", func() bool { return s.Stats().QueueRecords == 0 })
 	if st := s.Stats(); st.Drained != backlog || st.Published != backlog+1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -278,7 +279,7 @@ func TestMQTTStoreOrderLiveFull(t *testing.T) {
 	waitUp(t, s)
 	got, _ := subscribe(t, br.URL(), "t-ord", "out/#", true, nil)
 	publishRange(t, b, 0, n)
-	northtest.Eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
+	routetest.Eventually(t, "every message", func() bool { return distinctPayloads(got) == n })
 	if !inOrderBelow(t, got, n) {
 		t.Fatal("messages out of order with the link up")
 	}

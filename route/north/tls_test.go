@@ -20,6 +20,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // testPKI is a CA, a server certificate for 127.0.0.1 and a client
@@ -108,7 +109,7 @@ func TestMQTTTLSClientCert(t *testing.T) {
 	}
 	got, _ := subscribe(t, "ssl://127.0.0.1:"+itoa(br.Port), "t-tls", "tls/#", true, func(o *mqtt.ClientOptions) { o.SetTLSConfig(tc) })
 	must(t, b.Publish("x/y", []byte("secret"), "ws"))
-	northtest.Eventually(t, "the message over TLS", func() bool { return got.len() == 1 })
+	routetest.Eventually(t, "the message over TLS", func() bool { return got.len() == 1 })
 	if m := got.snapshot()[0]; m.Topic() != "tls/x/y" || string(m.Payload()) != "secret" {
 		t.Fatalf("got %s %q", m.Topic(), m.Payload())
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/route/bus"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // ackLog is a real store (the spool) that notes its appends' seqs and
@@ -97,13 +98,13 @@ func TestDrainWindowSlides(t *testing.T) {
 	got, _ := subscribe(t, br.URL(), "t-win", "out/#", true, nil)
 	g.hold(true)
 	g.cut()
-	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, 0, n)
-	northtest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
+	routetest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
 
 	valve.hold()
 	g.hold(false)
-	northtest.Eventually(t, "a window's worth at the broker", func() bool { return got.len() >= inflight })
+	routetest.Eventually(t, "a window's worth at the broker", func() bool { return got.len() >= inflight })
 	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
 		t.Fatalf("acked before the broker confirmed: acks %v, stats %+v", acks, s.Stats())
 	}
@@ -112,7 +113,7 @@ func TestDrainWindowSlides(t *testing.T) {
 	}
 
 	valve.pass(inflight / 2) // the oldest half confirmed: half the window free
-	northtest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
+	routetest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
 		return got.len() == inflight+inflight/2 && s.Stats().QueueRecords == n-inflight/2
 	})
 	appended, acks := store.snapshot()
@@ -124,7 +125,7 @@ func TestDrainWindowSlides(t *testing.T) {
 	}
 
 	valve.pass(-1)
-	northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+	routetest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
 	distinct, dups, inOrder := tally(t, got)
 	if len(distinct) != n || dups != 0 || !inOrder {
 		t.Fatalf("%d distinct of %d, %d duplicates, in order %v", len(distinct), n, dups, inOrder)
@@ -194,12 +195,12 @@ func TestNATSCorePipelined(t *testing.T) {
 
 	valve.hold()
 	publishRange(t, b, 0, n)
-	northtest.Eventually(t, "every message at the server, no flush answered", func() bool { return len(got.all()) == n })
+	routetest.Eventually(t, "every message at the server, no flush answered", func() bool { return len(got.all()) == n })
 	if st := s.Stats(); st.Published != 0 || valve.passed() != 0 {
 		t.Fatalf("counted before a flush returned: stats %+v", st)
 	}
 	valve.pass(-1)
-	northtest.Eventually(t, "every publish confirmed", func() bool { return s.Stats().Published == n })
+	routetest.Eventually(t, "every publish confirmed", func() bool { return s.Stats().Published == n })
 	checkNATSOrder(t, got, n)
 }
 
@@ -237,7 +238,7 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 			if !live {
 				want, most = inflight/2+1, inflight+inflight/2
 			}
-			northtest.Eventually(t, "messages at the server, all in the store", func() bool {
+			routetest.Eventually(t, "messages at the server, all in the store", func() bool {
 				return len(got.all()) >= want && s.Stats().Spooled == n
 			})
 			if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
@@ -247,7 +248,7 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 				t.Fatalf("%d messages out with no flush answered, at most %d may be", k, most)
 			}
 			valve.pass(-1)
-			northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+			routetest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
 			checkNATSOrder(t, got, n)
 			store.checkAcks(t)
 		})
@@ -271,7 +272,7 @@ func TestNATSCoreCutLosesNothing(t *testing.T) {
 	publishRange(t, b, n/3, 2*n/3)
 	g.cut()
 	publishRange(t, b, 2*n/3, n)
-	northtest.Eventually(t, "the store drained", func() bool { st := s.Stats(); return st.LinkUp && st.QueueRecords == 0 })
+	routetest.Eventually(t, "the store drained", func() bool { st := s.Stats(); return st.LinkUp && st.QueueRecords == 0 })
 	seen := map[string]bool{}
 	for _, m := range got.all() {
 		if !strings.HasPrefix(string(m.Data), "n=") {
@@ -317,13 +318,13 @@ func TestJetStreamWindow(t *testing.T) {
 	})
 	g.hold(true)
 	g.cut()
-	northtest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
+	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, 0, n)
-	northtest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
+	routetest.Eventually(t, "the backlog in the store", func() bool { return s.Stats().QueueRecords == n })
 
 	valve.hold()
 	g.hold(false)
-	northtest.Eventually(t, "a window's worth in the stream", func() bool { return stored() >= inflight })
+	routetest.Eventually(t, "a window's worth in the stream", func() bool { return stored() >= inflight })
 	if _, acks := store.snapshot(); len(acks) != 0 || s.Stats().QueueRecords != n || s.Stats().Published != 0 {
 		t.Fatalf("acked before the PubAck: acks %v, stats %+v", acks, s.Stats())
 	}
@@ -331,11 +332,11 @@ func TestJetStreamWindow(t *testing.T) {
 		t.Fatalf("%d publishes out with no PubAck, the window is %d", k, inflight)
 	}
 	valve.pass(inflight / 2)
-	northtest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
+	routetest.Eventually(t, "the next half sent and the oldest half acked", func() bool {
 		return stored() == inflight+inflight/2 && s.Stats().QueueRecords == n-inflight/2
 	})
 	valve.pass(-1)
-	northtest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
+	routetest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
 	store.checkAcks(t)
 	cons, err := js.OrderedConsumer(ctx, "WIN", jetstream.OrderedConsumerConfig{})
 	must(t, err)

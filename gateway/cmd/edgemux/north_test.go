@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgemux/edgemux/protocols/private"
 	"github.com/edgemux/edgemux/route/north/northtest"
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // TestNorthSurvivesSIGKILL: edgemux (the binary, config from a temp file)
@@ -57,7 +58,7 @@ north:
 		}
 	}
 	dev.Close()
-	northtest.Eventually(t, "every message on disk", func() bool {
+	routetest.Eventually(t, "every message on disk", func() bool {
 		return strings.Contains(scrape(t, addr), `edgemux_north_queue_records{sink="up"} `+strconv.Itoa(n)+"\n")
 	})
 	gw.Process.Kill() // SIGKILL: no goodbye, no sync but what sync: always did
@@ -67,7 +68,7 @@ north:
 	sub := northtest.Connect(t, br.URL(), "cloud", "out/#")
 	state := northtest.Connect(t, br.URL(), "watch", "gw/#")
 	gw, _ = startEdgemux(t, bin, cfgFile)
-	northtest.Eventually(t, "every message after the restart", func() bool { return distinct(sub) == n })
+	routetest.Eventually(t, "every message after the restart", func() bool { return distinct(sub) == n })
 	seen, last := map[string]bool{}, -1
 	for _, m := range sub.Messages() {
 		p := string(m.Payload())
@@ -85,7 +86,7 @@ north:
 
 	gw.Process.Kill()
 	gw.Wait()
-	northtest.Eventually(t, "the will", func() bool {
+	routetest.Eventually(t, "the will", func() bool {
 		ms := state.Messages()
 		return len(ms) > 0 && string(ms[len(ms)-1].Payload()) == "offline"
 	})

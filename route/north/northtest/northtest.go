@@ -17,6 +17,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgemux/edgemux/route/routetest"
 )
 
 // Mosquitto is a broker a test started.
@@ -73,7 +75,7 @@ func (m *Mosquitto) Start() {
 	if err := m.cmd.Start(); err != nil {
 		m.t.Fatal(err)
 	}
-	Eventually(m.t, "mosquitto listening (its log: "+m.conf+".log)", func() bool {
+	routetest.Eventually(m.t, "mosquitto listening (its log: "+m.conf+".log)", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(m.Port))
 		if err == nil {
 			c.Close()
@@ -88,19 +90,6 @@ func (m *Mosquitto) Stop() {
 		m.cmd.Process.Kill()
 		m.cmd.Wait()
 		m.cmd = nil
-	}
-}
-
-// Eventually polls cond with a generous deadline (shared machines: no
-// timing assertions).
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
