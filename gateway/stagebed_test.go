@@ -16,6 +16,7 @@ import (
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
+	"github.com/edgemux/edgemux/route/routetest"
 	"github.com/edgemux/edgemux/sniff"
 )
 
@@ -177,11 +178,5 @@ func (b *stageBed) parked() bool { return b.w.park.(*route.Parker).Parked() }
 // performance assertion.
 func stageWait(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	routetest.Eventually(tb, what, cond)
 }
