@@ -26,7 +26,12 @@ type Config struct {
 	// long is dead. The smaller of the two sides' values is used.
 	IdleTimeout time.Duration
 	// KeepAlive: a client that has sent nothing for this long sends a
-	// PING; it is capped at a third of the idle timeout.
+	// keepalive (NAT mappings for UDP commonly last 30 s or more); it is
+	// capped at a third of the idle timeout. Only a keepalive sent when
+	// the peer has been silent for IdleTimeout-KeepAlive asks for an
+	// answer (a PING); the others are a PADDING packet, which refreshes
+	// the NAT mapping and the server's idle timer and costs the server no
+	// reply.
 	KeepAlive time.Duration
 	// HandshakeTimeout: a client that has no ACCEPT after this long gives up.
 	HandshakeTimeout time.Duration
@@ -66,8 +71,8 @@ const (
 	DefaultWindow           = 256
 	DefaultSendQueue        = 256 << 10
 	DefaultDatagramQueue    = 64
-	DefaultIdleTimeout      = 30 * time.Second
-	DefaultKeepAlive        = 10 * time.Second
+	DefaultIdleTimeout      = 75 * time.Second
+	DefaultKeepAlive        = 25 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultMaxAckDelay      = 2 * time.Millisecond
 	DefaultInitialRTT       = 100 * time.Millisecond

@@ -56,10 +56,14 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 		eliciting = true
 	}
 	c.pingPending = c.pingPending && !eliciting
-	due := c.ackPending && (c.ackNow || now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay))
+	due := c.ackPending && (c.ackNow || now >= c.ackDueAt())
 	if c.ackPending && (eliciting || carried || due) {
 		b = c.appendAckFrame(b, limit, now)
 	}
+	if c.nudgePending && len(b) == start+HeaderLen {
+		b = append(b, framePadding) // the quiet keepalive: any packet will do
+	}
+	c.nudgePending = false
 	if len(b) == start+HeaderLen {
 		return b[:start], false
 	}
@@ -204,7 +208,7 @@ func (c *Conn) appendAckFrame(b []byte, limit int, now int64) []byte {
 	if len(b)+ackFixedLen > limit {
 		return b
 	}
-	c.ackPending, c.ackNow, c.ackEliciting, c.windowUpdated = false, false, 0, false
+	c.ackPending, c.ackNow, c.ackEliciting, c.windowUpdated, c.ackLazy = false, false, 0, false, false
 	return appendAck(b, &f)
 }
 
