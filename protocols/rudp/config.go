@@ -36,7 +36,11 @@ type Config struct {
 	// HandshakeTimeout: a client that has no ACCEPT after this long gives up.
 	HandshakeTimeout time.Duration
 	// MaxAckDelay: how long a receiver may hold an ACK back to combine it
-	// with a second packet.
+	// with a second packet or with data going back (TCP's delayed ACK):
+	// sparse telemetry then costs one ACK packet per two messages. Out of
+	// order arrivals are acknowledged at once, so loss detection does not
+	// wait for it; the sender's probe timer learns the peer's delay from
+	// its ACKs.
 	MaxAckDelay time.Duration
 	// InitialRTT, MinRTO and MaxRTO shape the retransmission timer
 	// (RFC 6298: RTO = SRTT + 4 RTTVAR, from InitialRTT/2 as RTTVAR).
@@ -74,7 +78,7 @@ const (
 	DefaultIdleTimeout      = 75 * time.Second
 	DefaultKeepAlive        = 25 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxAckDelay      = 2 * time.Millisecond
+	DefaultMaxAckDelay      = 25 * time.Millisecond
 	DefaultInitialRTT       = 100 * time.Millisecond
 	DefaultMinRTO           = 200 * time.Millisecond
 	DefaultMaxRTO           = 2 * time.Second

@@ -211,6 +211,7 @@ func (c *Conn) onAck(f *ackFrame, now int64) {
 	if newAck {
 		c.rtt.backoff = 0
 		c.loss.tlpFired = false
+		c.notePeerAckDelay(f.delay)
 	}
 	c.detectLosses(now)
 	c.armLossTimers(now, newAck)

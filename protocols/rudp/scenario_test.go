@@ -21,9 +21,14 @@ type streamSim struct {
 }
 
 func newStream(t *testing.T, seed uint64, net lossy.Config, total int, interval time.Duration) *streamSim {
+	return newStreamOver(t, seed, net, Config{}, total, interval)
+}
+
+// newStreamOver is newStream with the client configured with cfg.
+func newStreamOver(t *testing.T, seed uint64, net lossy.Config, cfg Config, total int, interval time.Duration) *streamSim {
 	st := &streamSim{sim: newSim(t, seed, Config{}, net)}
 	st.onServerMessage = func(c *Conn, msg []byte) { st.got = append(st.got, msg) }
-	st.c = st.addClient(Config{})
+	st.c = st.addClient(cfg)
 	st.established()
 	next := st.now
 	st.wake = func() time.Time {
