@@ -26,12 +26,21 @@ type Config struct {
 	// long is dead. The smaller of the two sides' values is used.
 	IdleTimeout time.Duration
 	// KeepAlive: a client that has sent nothing for this long sends a
-	// PING; it is capped at a third of the idle timeout.
+	// keepalive (NAT mappings for UDP commonly last 30 s or more); it is
+	// capped at a third of the idle timeout. Only a keepalive sent when
+	// the peer has been silent for IdleTimeout-KeepAlive asks for an
+	// answer (a PING); the others are a PADDING packet, which refreshes
+	// the NAT mapping and the server's idle timer and costs the server no
+	// reply.
 	KeepAlive time.Duration
 	// HandshakeTimeout: a client that has no ACCEPT after this long gives up.
 	HandshakeTimeout time.Duration
 	// MaxAckDelay: how long a receiver may hold an ACK back to combine it
-	// with a second packet.
+	// with a second packet or with data going back (TCP's delayed ACK):
+	// sparse telemetry then costs one ACK packet per two messages. Out of
+	// order arrivals are acknowledged at once, so loss detection does not
+	// wait for it; the sender's probe timer learns the peer's delay from
+	// its ACKs.
 	MaxAckDelay time.Duration
 	// InitialRTT, MinRTO and MaxRTO shape the retransmission timer
 	// (RFC 6298: RTO = SRTT + 4 RTTVAR, from InitialRTT/2 as RTTVAR).
@@ -66,10 +75,10 @@ const (
 	DefaultWindow           = 256
 	DefaultSendQueue        = 256 << 10
 	DefaultDatagramQueue    = 64
-	DefaultIdleTimeout      = 30 * time.Second
-	DefaultKeepAlive        = 10 * time.Second
+	DefaultIdleTimeout      = 75 * time.Second
+	DefaultKeepAlive        = 25 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxAckDelay      = 2 * time.Millisecond
+	DefaultMaxAckDelay      = 25 * time.Millisecond
 	DefaultInitialRTT       = 100 * time.Millisecond
 	DefaultMinRTO           = 200 * time.Millisecond
 	DefaultMaxRTO           = 2 * time.Second

@@ -29,7 +29,7 @@ func TestConfigValidate(t *testing.T) {
 		{"window", Config{Window: 2}, []string{"window"}},
 		{"message past half the window", Config{Window: 8, MaxMessage: 1 << 20, SendQueue: 1 << 21}, []string{"max_message"}},
 		{"queue under a message", Config{SendQueue: 1000}, []string{"send_queue"}},
-		{"keepalive not below idle", Config{KeepAlive: time.Minute}, []string{"keepalive"}},
+		{"keepalive not below idle", Config{KeepAlive: 2 * time.Minute}, []string{"keepalive"}},
 		{"rto bounds", Config{MinRTO: 3 * time.Second}, []string{"min_rto"}},
 		{"short key", Config{Keys: Keys{"d": make([]byte, 16)}}, []string{"key is 16 bytes"}},
 		{"empty device", Config{Keys: Keys{"": make([]byte, 32)}}, []string{"device id"}},

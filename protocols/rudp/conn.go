@@ -82,11 +82,13 @@ type Conn struct {
 	ackNow        bool  // send it without delay
 	ackFirstAt    int64 // when the oldest unacknowledged ack-eliciting packet came
 	ackEliciting  int   // ack-eliciting packets since the last ACK sent
+	ackLazy       bool  // only an idle session's keepalive asked for it: it may wait pingAckDelay
 	windowUpdated bool  // the window opened since the last ACK
 
 	lastHeard, lastSent, lastAckEliciting int64
 	lastData                              int64 // a DATA frame sent or received
-	pingPending                           bool
+	pingPending                           bool  // a keepalive that asks for an answer (PING) is due
+	nudgePending                          bool  // a keepalive that asks for none (PADDING) is due
 	pingSentAt, pingWaitAt                int64
 	pingRetries                           uint8
 	closeCode                             uint16

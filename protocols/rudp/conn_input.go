@@ -57,9 +57,13 @@ func (c *Conn) receive(d []byte, h Header, from netip.AddrPort, now int64, scrat
 // applyFrames acts on a checked packet's frames.
 func (c *Conn) applyFrames(b []byte, from netip.AddrPort, now int64) {
 	var f frame
-	eliciting, urgent := false, false
+	eliciting, urgent, pingOnly := false, false, true
+	idle := now-c.lastData >= int64(ringIdle) // before a DATA frame here moves it
 	for len(b) > 0 && c.state != StateClosed {
 		b, _ = parseFrame(b, &f)
+		if f.typ != framePing && f.typ != framePadding && f.typ != frameAck {
+			pingOnly = false
+		}
 		switch f.typ {
 		case framePing:
 			eliciting = true
@@ -87,8 +91,14 @@ func (c *Conn) applyFrames(b []byte, from netip.AddrPort, now int64) {
 		}
 	}
 	if eliciting {
+		// A PING on a session quiet for a while is a keepalive: its
+		// answer may wait to leave with other sessions' answers. During a
+		// transfer a PING is a loss probe, answered as fast as data.
+		lazy := pingOnly && idle && !c.client
 		if !c.ackPending {
-			c.ackFirstAt = now
+			c.ackFirstAt, c.ackLazy = now, lazy
+		} else if !lazy {
+			c.ackLazy = false
 		}
 		c.ackPending = true
 		c.ackEliciting++
@@ -201,6 +211,7 @@ func (c *Conn) onAck(f *ackFrame, now int64) {
 	if newAck {
 		c.rtt.backoff = 0
 		c.loss.tlpFired = false
+		c.notePeerAckDelay(f.delay)
 	}
 	c.detectLosses(now)
 	c.armLossTimers(now, newAck)

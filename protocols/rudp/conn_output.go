@@ -21,7 +21,7 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 		return c.appendHandshake(b, now), true
 	}
 	if c.creditBlocked() {
-		return b, false
+		return c.appendLoneChallenge(b, now)
 	}
 	room := min(c.maxDatagram, c.sendCredit()) - c.trailerLen()
 	start := len(b)
@@ -56,14 +56,37 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 		eliciting = true
 	}
 	c.pingPending = c.pingPending && !eliciting
-	due := c.ackPending && (c.ackNow || now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay))
+	due := c.ackPending && (c.ackNow || now >= c.ackDueAt())
 	if c.ackPending && (eliciting || carried || due) {
 		b = c.appendAckFrame(b, limit, now)
 	}
+	if c.nudgePending && len(b) == start+HeaderLen {
+		b = append(b, framePadding) // the quiet keepalive: any packet will do
+	}
+	c.nudgePending = false
 	if len(b) == start+HeaderLen {
 		return b[:start], false
 	}
 	return c.seal(b, start, now, eliciting), true
+}
+
+// appendLoneChallenge sends a due PATH_CHALLENGE alone, past the
+// candidate path's spent credit: the credit is refilled only by what the
+// client sends, and a client with nothing to say (its data acknowledged,
+// ACKs thinned) would otherwise hear nothing until its keepalive. The
+// challenge is small and sent at most maxChallenges times, so the
+// amplification it allows stays bounded.
+func (c *Conn) appendLoneChallenge(b []byte, now int64) ([]byte, bool) {
+	if !c.pathChallengeDue(now) {
+		return b, false
+	}
+	start := len(b)
+	b = AppendHeader(b, Header{Type: TypeData, Sealed: c.sendKey != nil, SessionID: c.id, Number: uint32(c.nextPN)})
+	b = appendPath(b, framePathChallenge, c.path.challenge)
+	c.challengeSent(now)
+	b = c.seal(b, start, now, false)
+	c.path.credit = max(c.path.credit, 0)
+	return b, true
 }
 
 // appendPayload adds retransmissions, then new fragments, then unreliable
@@ -204,7 +227,7 @@ func (c *Conn) appendAckFrame(b []byte, limit int, now int64) []byte {
 	if len(b)+ackFixedLen > limit {
 		return b
 	}
-	c.ackPending, c.ackNow, c.ackEliciting, c.windowUpdated = false, false, 0, false
+	c.ackPending, c.ackNow, c.ackEliciting, c.windowUpdated, c.ackLazy = false, false, 0, false, false
 	return appendAck(b, &f)
 }
 

@@ -12,17 +12,17 @@ func (c *Conn) deadline(now int64) int64 {
 	if c.peerClosed { // waits for its reader only
 		return c.lastHeard + int64(c.idleTimeout)
 	}
-	d := c.lastHeard + int64(c.idleTimeout)
+	d := coarse(c.lastHeard + int64(c.idleTimeout))
 	earliest := func(t int64) {
 		if t != 0 && t < d {
 			d = t
 		}
 	}
-	if c.state == StateClosing || c.acceptSend || c.path.respond || c.ackNow || c.pingPending || c.loss.probe {
+	if c.state == StateClosing || c.acceptSend || c.path.respond || c.ackNow || c.pingPending || c.nudgePending || c.loss.probe {
 		earliest(now)
 	}
 	if c.ackPending {
-		earliest(c.ackFirstAt + int64(c.cfg.MaxAckDelay))
+		earliest(c.ackDueAt())
 	}
 	earliest(c.loss.reorderAt)
 	earliest(c.loss.ptoAt)
@@ -33,16 +33,16 @@ func (c *Conn) deadline(now int64) int64 {
 		earliest(c.path.challengeAt)
 	}
 	if c.client && c.keepAlive > 0 {
-		earliest(c.lastSent + int64(c.keepAlive))
+		earliest(coarse(c.lastSent + int64(c.keepAlive)))
 		if !c.pingOutstanding() {
-			earliest(c.lastHeard + int64(c.keepAlive))
+			earliest(coarse(c.lastHeard + int64(c.answerAfter())))
 		}
 	}
 	if c.pingWaitAt != 0 && c.lastHeard < c.pingSentAt {
 		earliest(c.pingWaitAt)
 	}
 	if c.holdsRings() {
-		earliest(c.lastData + int64(ringIdle) + 1) // idleShrink lets them go
+		earliest(coarse(c.lastData + int64(ringIdle) + 1)) // idleShrink lets them go
 	}
 	if c.hasPaced() && !c.creditBlocked() {
 		c.cc.refill(now, c.rtt.srtt)
@@ -93,12 +93,16 @@ func (c *Conn) onTimer(now int64) {
 	}
 	c.onLossTimer(now)
 	c.onPathTimer(now)
-	if c.ackPending && now >= c.ackFirstAt+int64(c.cfg.MaxAckDelay) {
+	if c.ackPending && now >= c.ackDueAt() {
 		c.ackNow = true
 	}
-	if c.keepaliveDue(now) {
+	switch c.keepaliveDue(now) {
+	case keepaliveAsk:
 		c.pingPending = true
 		c.pingRetries = 0
+		c.stats.ProbesSent++
+	case keepaliveQuiet:
+		c.nudgePending = true
 		c.stats.ProbesSent++
 	}
 	if c.pingWaitAt != 0 && now >= c.pingWaitAt {
@@ -112,17 +116,67 @@ func (c *Conn) onTimer(now int64) {
 	c.idleShrink(now)
 }
 
-// keepaliveDue: a client pings when it has sent nothing for the
-// keepalive interval (the NAT's mapping needs traffic) or heard nothing
-// for as long (its own traffic may ask for no answer: unreliable
-// datagrams), unless a ping is already waiting for its answer.
-func (c *Conn) keepaliveDue(now int64) bool {
+// The keepalives a client sends.
+const (
+	keepaliveNone  = iota
+	keepaliveQuiet // a PADDING packet: refreshes the NAT mapping and the server's idle timer, asks no answer
+	keepaliveAsk   // a PING: the client needs to hear the server before its idle timeout
+)
+
+// keepaliveDue says which keepalive a client sends now. It sends one when
+// it has sent nothing for the keepalive interval (the NAT's mapping needs
+// traffic), and it asks for an answer only once it has heard nothing for
+// answerAfter: a server that has spoken recently is not made to answer,
+// which halves the datagrams an idle session costs the server. A client
+// whose own traffic asks for no answer (unreliable datagrams) pings by the
+// same rule, unless a ping is already waiting for its answer.
+func (c *Conn) keepaliveDue(now int64) int {
 	if !c.client || c.keepAlive <= 0 {
-		return false
+		return keepaliveNone
 	}
-	ka := int64(c.keepAlive)
-	return now-c.lastSent >= ka || now-c.lastHeard >= ka && !c.pingOutstanding()
+	if now-c.lastHeard >= int64(c.answerAfter()) && !c.pingOutstanding() {
+		return keepaliveAsk
+	}
+	if now-c.lastSent >= int64(c.keepAlive) {
+		return keepaliveQuiet
+	}
+	return keepaliveNone
 }
+
+// answerAfter is how long a client goes without hearing its peer before
+// its keepalive asks for an answer: the idle timeout less one keepalive
+// interval (at least one interval, as the keepalive is at most a third
+// of the idle timeout), which leaves an interval of retries before death.
+func (c *Conn) answerAfter() time.Duration {
+	return max(c.idleTimeout-c.keepAlive, c.keepAlive)
+}
+
+// ackDueAt is when an owed ACK must go: max_ack_delay after the packet
+// that asked for it, or, for an idle session's keepalive, the next
+// pingAckGrain boundary after pingAckDelay, so that the answers to many
+// sessions' keepalives leave in one batch (one wakeup, one sendmmsg).
+func (c *Conn) ackDueAt() int64 {
+	if c.ackLazy {
+		return roundUp(c.ackFirstAt+int64(pingAckDelay), int64(pingAckGrain))
+	}
+	return c.ackFirstAt + int64(c.cfg.MaxAckDelay)
+}
+
+// Timer granularities. Deadlines that need no precision (the idle
+// timeout, a keepalive, dropping an idle session's rings) are rounded up
+// to timerGrain on the endpoint's clock, so that the timers of many idle
+// sessions fall on the same few ticks: the worker wakes a few times a
+// second for all of them, not once per session.
+const (
+	timerGrain   = 250 * time.Millisecond
+	pingAckDelay = 20 * time.Millisecond // well below any RTO (min_rto 200 ms)
+	pingAckGrain = 16 * time.Millisecond
+)
+
+// coarse rounds a deadline up to timerGrain.
+func coarse(t int64) int64 { return roundUp(t, int64(timerGrain)) }
+
+func roundUp(t, grain int64) int64 { return (t + grain - 1) / grain * grain }
 
 // pingOutstanding: a ping went out after the last word from the peer.
 func (c *Conn) pingOutstanding() bool { return c.pingSentAt > c.lastHeard }
@@ -154,7 +208,7 @@ const ringIdle = time.Second
 
 // holdsRings reports whether idleShrink would let go of something: an
 // empty ring or queue still allocated. An idle session's timer must come
-// back for it, not wait for the peer's next keepalive (up to 10 s).
+// back for it, not wait for the peer's next keepalive (up to 25 s).
 func (c *Conn) holdsRings() bool {
 	return c.snd.ring != nil && c.snd.empty() || c.rcv.ring != nil && c.rcv.base == c.rcv.top ||
 		c.dgramOut.bufs != nil && c.dgramOut.size == 0 || c.dgramIn.bufs != nil && c.dgramIn.size == 0

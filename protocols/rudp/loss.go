@@ -24,6 +24,24 @@ type lossState struct {
 	persistN  uint8
 	again     [8]uint64 // small retransmissions to send once more, in the next packet
 	againN    int
+
+	// peerAckDelay is the longest the peer has held an ACK of new data
+	// (the ACK frames' delay field), at least the default max_ack_delay
+	// and this side's own: the probe timer waits for it. Learned, not
+	// negotiated, so it works with peers of any max_ack_delay (one that
+	// holds ACKs longer than the default may get a needless probe before
+	// its delay is known).
+	peerAckDelay time.Duration
+}
+
+// maxPeerAckDelay bounds what a peer's ACK delays can add to the probe
+// timeout: a peer that holds ACKs longer gets probes it did not need.
+const maxPeerAckDelay = 200 * time.Millisecond
+
+// notePeerAckDelay learns from an ACK that acknowledged new data.
+func (c *Conn) notePeerAckDelay(delay uint16) {
+	d := time.Duration(delay) * 100 * time.Microsecond
+	c.loss.peerAckDelay = max(c.loss.peerAckDelay, min(d, maxPeerAckDelay))
 }
 
 // onDelivered updates RACK with a fragment the peer has acknowledged.
@@ -92,7 +110,7 @@ func (c *Conn) markLost(f *sendFrag) {
 
 // pto is the tail loss probe timeout: two SRTTs plus the peer's ack delay.
 func (c *Conn) pto() time.Duration {
-	return max(2*c.rtt.srtt+c.cfg.MaxAckDelay, 10*time.Millisecond)
+	return max(2*c.rtt.srtt+max(c.loss.peerAckDelay, c.cfg.MaxAckDelay, DefaultMaxAckDelay), 10*time.Millisecond)
 }
 
 func (c *Conn) rto() time.Duration { return c.rtt.rto(c.cfg.MinRTO, c.cfg.MaxRTO) }

@@ -1,0 +1,96 @@
+package rudp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/rudp/lossy"
+)
+
+// TestQuietKeepalivesKeepTheSession: an idle client's keepalives ask for
+// no answer while it has heard the server within the idle timeout less
+// one keepalive interval. Over ten idle minutes the server answers at
+// most every other keepalive, and neither side dies for the keepalives it
+// sent unanswered. (Before quiet keepalives the server answered every
+// one: as many datagrams down as up.) The answers it does send leave on
+// pingAckGrain boundaries of its clock, where other idle sessions'
+// answers leave too: one wakeup and one send batch for all of them.
+func TestQuietKeepalivesKeepTheSession(t *testing.T) {
+	s := newSim(t, 41, Config{}, noImpairment())
+	c := s.addClient(Config{})
+	s.established()
+	var up, down, pings, unaligned int
+	s.tap = func(isUp bool, b []byte) {
+		if !isUp {
+			down++
+			if s.now.Sub(s.ep.epoch)%pingAckGrain != 0 {
+				unaligned++
+			}
+			return
+		}
+		up++
+		if h, err := ParseHeader(b); err == nil && h.Type == TypeData {
+			body, err := checkCRC(b)
+			if err == nil && containsFrame(body[HeaderLen:], framePing) {
+				pings++
+			}
+		}
+	}
+	s.runUntil(s.now.Add(10*time.Minute), func() bool { return c.State() != StateEstablished })
+	if c.State() != StateEstablished || s.ep.Stats().Sessions != 1 {
+		t.Fatalf("idle session died: %v, %d server sessions", c.Err(), s.ep.Stats().Sessions)
+	}
+	if want := int(10*time.Minute/DefaultKeepAlive) - 1; up < want {
+		t.Fatalf("%d keepalives in 10 minutes, want at least %d", up, want)
+	}
+	if pings == 0 || pings > (up+1)/2 {
+		t.Fatalf("%d of %d keepalives asked for an answer, want at most half and some", pings, up)
+	}
+	if down > pings {
+		t.Fatalf("the server sent %d datagrams for %d pings (%d keepalives)", down, pings, up)
+	}
+	if unaligned != 0 {
+		t.Fatalf("%d of %d keepalive answers off the %v grain", unaligned, down, pingAckGrain)
+	}
+}
+
+// TestKeepaliveAnswerWithoutTheServer: a client whose server stops
+// answering (every datagram toward the client lost) asks again, and
+// dies at the idle timeout after it last heard the server, not before: a
+// quiet keepalive going unanswered is no sign of death.
+func TestKeepaliveAnswerWithoutTheServer(t *testing.T) {
+	s := newSim(t, 42, Config{}, noImpairment())
+	c := s.addClient(Config{})
+	s.established()
+	s.runUntil(s.now.Add(3*time.Minute), nil)
+	heard := c.epoch.Add(time.Duration(c.lastHeard))
+	s.net.SetImpairment(false, lossy.Impairment{Loss: 1})
+	death := heard.Add(DefaultIdleTimeout)
+	s.runUntil(death.Add(-time.Second), nil)
+	if c.State() != StateEstablished {
+		t.Fatalf("client dead %v after it last heard the server: %v", s.now.Sub(heard), c.Err())
+	}
+	if sc := s.ep.Session(c.ID()); sc == nil || sc.State() != StateEstablished {
+		t.Fatal("the server lost a session whose client keeps sending")
+	}
+	s.runUntil(death.Add(time.Second), nil)
+	if c.State() == StateEstablished {
+		t.Fatal("client alive past its idle timeout without a word from the server")
+	}
+}
+
+// containsFrame reports whether plain frames b hold a frame of type typ.
+func containsFrame(b []byte, typ byte) bool {
+	var f frame
+	for len(b) > 0 {
+		rest, err := parseFrame(b, &f)
+		if err != nil {
+			return false
+		}
+		if f.typ == typ {
+			return true
+		}
+		b = rest
+	}
+	return false
+}
