@@ -176,7 +176,7 @@ var validateCases = []struct {
 	{"rudp datagram over udp's", "rudp:\n  max_datagram: 4000\n", "rudp.max_datagram", 2, "at most udp.max_datagram (2048)"},
 	{"rudp message over the window", "rudp:\n  window: 8\n", "rudp.max_message", 1, "half of rudp.window"},
 	{"rudp send queue under a message", "rudp:\n  send_queue: 4096\n", "rudp.send_queue", 2, "at least rudp.max_message"},
-	{"rudp keepalive not below idle", "rudp:\n  keepalive: 75s\n", "rudp.keepalive", 2, "below rudp.idle_timeout"},
+	{"rudp keepalive not below idle", "rudp:\n  keepalive: 30s\n", "rudp.keepalive", 2, "below rudp.idle_timeout"},
 	{"rudp max_rto under min_rto", "rudp:\n  max_rto: 100ms\n", "rudp.max_rto", 2, "at least rudp.min_rto"},
 	{"rudp window", "rudp:\n  window: 2\n", "rudp.window", 2, "between 4 and 32768"},
 	{"handle to a datagram pool", "pools:\n  rudp: {workers: 1}\nudp:\n  routes: {rudp: rudp}\nroutes:\n  - match: {proto: '*'}\n    action: handle\n    pool: rudp\n",

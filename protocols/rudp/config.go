@@ -26,8 +26,7 @@ type Config struct {
 	// long is dead. The smaller of the two sides' values is used.
 	IdleTimeout time.Duration
 	// KeepAlive: a client that has sent nothing for this long sends a
-	// keepalive (NAT mappings for UDP commonly last 30 s or more); it is
-	// capped at a third of the idle timeout. Only a keepalive sent when
+	// keepalive; it is capped at a third of the idle timeout. Only a keepalive sent when
 	// the peer has been silent for IdleTimeout-KeepAlive asks for an
 	// answer (a PING); the others are a PADDING packet, which refreshes
 	// the NAT mapping and the server's idle timer and costs the server no
@@ -75,8 +74,8 @@ const (
 	DefaultWindow           = 256
 	DefaultSendQueue        = 256 << 10
 	DefaultDatagramQueue    = 64
-	DefaultIdleTimeout      = 75 * time.Second
-	DefaultKeepAlive        = 25 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultKeepAlive        = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultMaxAckDelay      = 25 * time.Millisecond
 	DefaultInitialRTT       = 100 * time.Millisecond

@@ -208,7 +208,7 @@ const ringIdle = time.Second
 
 // holdsRings reports whether idleShrink would let go of something: an
 // empty ring or queue still allocated. An idle session's timer must come
-// back for it, not wait for the peer's next keepalive (up to 25 s).
+// back for it, not wait for the peer's next keepalive (the keepalive: 10 s by default).
 func (c *Conn) holdsRings() bool {
 	return c.snd.ring != nil && c.snd.empty() || c.rcv.ring != nil && c.rcv.base == c.rcv.top ||
 		c.dgramOut.bufs != nil && c.dgramOut.size == 0 || c.dgramIn.bufs != nil && c.dgramIn.size == 0
