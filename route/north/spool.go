@@ -37,7 +37,14 @@ func (s spoolStore) Append(data []byte) (uint64, error) {
 }
 
 func (s spoolStore) Peek(max, maxBytes int) ([]StoreRecord, error) {
-	recs, err := s.q.Peek(max, maxBytes)
+	return storeRecords(s.q.Peek(max, maxBytes))
+}
+
+func (s spoolStore) PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error) {
+	return storeRecords(s.q.PeekAfter(after, max, maxBytes))
+}
+
+func storeRecords(recs []spool.Record, err error) ([]StoreRecord, error) {
 	out := make([]StoreRecord, len(recs))
 	for i, r := range recs {
 		out[i] = StoreRecord{Seq: r.Seq, Time: r.Time, Data: r.Data}

@@ -12,6 +12,9 @@ import (
 type Store interface {
 	Append(data []byte) (seq uint64, err error) // ErrStoreFull: at the cap with the refuse policy
 	Peek(max, maxBytes int) ([]StoreRecord, error)
+	// PeekAfter is Peek of the records after seq after (the last one the
+	// drainer sent), so that the records in flight are not read again.
+	PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error)
 	Ack(seq uint64) error
 	Stats() StoreStats
 	Wait() <-chan struct{} // signalled when a record goes into an empty queue
@@ -144,20 +147,23 @@ func (d *drainer) run() bool {
 }
 
 // refill acks what is confirmed, then peeks up to inflight records past
-// what is in flight (Peek starts at the oldest record not acked: the
-// window's own come again, and are skipped). It runs once half the
-// window or less is in flight, so each record is read back about twice
-// at most, not once per record confirmed; the records queued here go one
-// by one as slots free, and the records in flight stay under one and a
-// half inflight (core NATS puts many in one slot).
+// the last one sent (the store goes on from where the last peek stopped,
+// so each record is read once). It runs once half the window or less is
+// in flight, so a refill is a batch, not one read per record confirmed;
+// the records queued here go one by one as slots free, and the records
+// in flight stay under one and a half inflight (core NATS puts many in
+// one slot).
 func (d *drainer) refill() {
 	d.ack()
-	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
+	var recs []StoreRecord
+	var err error
+	if d.next == 0 { // nothing sent on this connection: from the oldest
+		recs, err = d.s.store.Peek(d.s.cfg.Inflight, peekBytes)
+	} else {
+		recs, err = d.s.store.PeekAfter(d.next-1, d.s.cfg.Inflight, peekBytes)
+	}
 	if err != nil {
 		d.s.log.Warn("north: store peek failed", "err", err)
-	}
-	for len(recs) > 0 && d.next != 0 && recs[0].Seq < d.next {
-		recs = recs[1:]
 	}
 	d.queued = recs
 	d.live = d.s.takeLive(recs, d.live[:0])
