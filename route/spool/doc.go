@@ -26,11 +26,14 @@
 //
 // # Guarantees
 //
-//   - A record whose Append returned is never lost when the process dies
-//     (SIGKILL, panic): it is in the kernel's page cache, whatever the
-//     sync policy. TestSIGKILLLosesNothingSynced kills a child mid-stream.
+//   - A record whose Append or AppendBatch returned is never lost when the
+//     process dies (SIGKILL, panic): it was written (pwrite, no buffer in
+//     the process) before the call returned, so it is in the kernel's page
+//     cache, whatever the sync policy. AppendBatch writes the records that
+//     go in one segment with one pwrite. TestSIGKILLLosesNothingSynced
+//     kills a child mid-stream that appends one by one and in batches.
 //   - When the machine dies (power, kernel), SyncAlways loses nothing whose
-//     Append returned; SyncInterval loses at most what was appended in
+//     Append returned (an AppendBatch fsyncs once, before it returns); SyncInterval loses at most what was appended in
 //     the last SyncEvery (the background fsync runs every SyncEvery when
 //     anything was appended, and an Append that finds the last fsync older
 //     than SyncEvery fsyncs itself) plus one fsync's duration; SyncNever
