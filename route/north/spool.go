@@ -36,6 +36,14 @@ func (s spoolStore) Append(data []byte) (uint64, error) {
 	return seq, err
 }
 
+func (s spoolStore) AppendBatch(batch [][]byte) (uint64, int, error) {
+	first, n, err := s.q.AppendBatch(batch)
+	if errors.Is(err, spool.ErrFull) {
+		err = errors.Join(ErrStoreFull, err)
+	}
+	return first, n, err
+}
+
 func (s spoolStore) Peek(max, maxBytes int) ([]StoreRecord, error) {
 	return storeRecords(s.q.Peek(max, maxBytes))
 }

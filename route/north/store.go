@@ -11,6 +11,11 @@ import (
 // goroutine, Peek and Ack by its drain goroutine.
 type Store interface {
 	Append(data []byte) (seq uint64, err error) // ErrStoreFull: at the cap with the refuse policy
+	// AppendBatch appends batch in order, in one write where it can: n
+	// records went, with seqs first..first+n-1; on an error (ErrStoreFull
+	// or another) batch[n] is the one it was about, and the rest were not
+	// tried.
+	AppendBatch(batch [][]byte) (first uint64, n int, err error)
 	Peek(max, maxBytes int) ([]StoreRecord, error)
 	// PeekAfter is Peek of the records after seq after (the last one the
 	// drainer sent), so that the records in flight are not read again.
@@ -40,13 +45,14 @@ var ErrStoreFull = errors.New("north: store full")
 
 // A record is: flags (bit 0: QoS 1, bit 1: retain), the topic's length
 // (2 bytes, big-endian), the topic, the payload.
-func encodeRecord(o outbound) []byte {
-	b := make([]byte, 3, 3+len(o.topic)+len(o.payload))
-	b[0] = o.qos & 1
+// appendRecord appends o's record to b.
+func appendRecord(b []byte, o outbound) []byte {
+	flags := o.qos & 1
 	if o.retain {
-		b[0] |= 2
+		flags |= 2
 	}
-	binary.BigEndian.PutUint16(b[1:], uint16(len(o.topic)))
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(o.topic)))
 	b = append(b, o.topic...)
 	return append(b, o.payload...)
 }

@@ -60,6 +60,16 @@ func (l *ackLog) Append(data []byte) (uint64, error) {
 	return seq, err
 }
 
+func (l *ackLog) AppendBatch(batch [][]byte) (uint64, int, error) {
+	first, n, err := l.Store.AppendBatch(batch)
+	l.mu.Lock()
+	for i := range n {
+		l.appended = append(l.appended, first+uint64(i))
+	}
+	l.mu.Unlock()
+	return first, n, err
+}
+
 func (l *ackLog) Ack(seq uint64) error {
 	l.mu.Lock()
 	l.acks = append(l.acks, seq)
