@@ -93,6 +93,9 @@ func (q *Queue) appendRun(batch [][]byte, now time.Time) (uint64, int, error) {
 	}
 	buf := q.wbuf[:0]
 	free := q.o.MaxBytes - q.used()
+	if q.o.Policy == DropOldest { // drops for the whole run, below
+		free = q.o.MaxBytes / 2 // so that dropping every record makes room
+	}
 	k := 0
 	for ; k < len(batch); k++ {
 		d := batch[k]
@@ -111,6 +114,11 @@ func (q *Queue) appendRun(batch [][]byte, now time.Time) (uint64, int, error) {
 	if k == 0 {
 		return q.appendOne(batch[0], now)
 	}
+	if err := q.makeRoom(int64(len(buf))); err != nil { // DropOldest only
+		q.noteCorrupt(err)
+		return 0, 0, err
+	}
+	tail = &q.segs[len(q.segs)-1] // makeRoom may have moved segs
 	if _, err := q.tail.WriteAt(buf, tail.size); err != nil {
 		return 0, 0, err
 	}

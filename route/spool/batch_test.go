@@ -81,9 +81,14 @@ func TestAppendBatchCapAndLimits(t *testing.T) {
 	dir := t.TempDir()
 	o := capOpts(dir, DropOldest)
 	q := openQ(t, o)
-	appendBatches(t, q, 0, 3000, func(int) int { return 200 })
-	if d := diskBytes(t, dir); d > o.MaxBytes+o.SegmentBytes-segHeaderSize {
-		t.Fatalf("%d bytes on disk", d)
+	for i := 0; i < 3000; i += 100 { // the bound holds after every batch
+		appendBatches(t, q, i, 100, func(int) int { return 200 })
+		if d := diskBytes(t, dir); d > o.MaxBytes+o.SegmentBytes-segHeaderSize {
+			t.Fatalf("%d bytes on disk", d)
+		}
+		if st := q.Stats(); st.Bytes > o.MaxBytes {
+			t.Fatalf("Stats.Bytes %d > MaxBytes", st.Bytes)
+		}
 	}
 	if st := q.Stats(); st.Bytes > o.MaxBytes || st.Dropped == 0 || int64(st.Dropped)+st.Records != 3000 {
 		t.Fatalf("stats %+v", st)
