@@ -57,6 +57,12 @@ type Sink struct {
 	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
 	appended chan struct{} // signalled on each Append: the drainer's window may have room
 
+	// The forward goroutine's (at Close, flushToStore's): one bus batch's
+	// messages for the store, appended together by spoolPending.
+	pend  []outbound
+	recs  [][]byte
+	arena []byte // the encoded records, one after another
+
 	c       counters
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -208,6 +214,7 @@ func (s *Sink) forward() {
 		for i := range batch.Msgs {
 			s.route(&batch.Msgs[i], &inflight)
 		}
+		s.spoolPending()
 		clear(batch.Msgs)
 		buf = batch.Msgs
 		if batch.More {
@@ -229,6 +236,7 @@ func (s *Sink) flushToStore(buf []bus.Message) {
 		for i := range batch.Msgs {
 			s.route(&batch.Msgs[i], nil)
 		}
+		s.spoolPending()
 		if !batch.More {
 			return
 		}
@@ -237,8 +245,8 @@ func (s *Sink) flushToStore(buf []bus.Message) {
 	}
 }
 
-// route maps m through every matching map and sends or stores the result
-// (inflight is nil with a store).
+// route maps m through every matching map and sends the result, or with
+// a store gathers it for spoolPending (inflight is nil with a store).
 func (s *Sink) route(m *bus.Message, inflight *window) {
 	if m.Src == s.src {
 		return // came in through this sink's commands: no echo
@@ -257,7 +265,7 @@ func (s *Sink) route(m *bus.Message, inflight *window) {
 			continue
 		}
 		if s.store != nil {
-			s.spool(out)
+			s.pend = append(s.pend, out)
 			continue
 		}
 		for inflight.len() >= s.cfg.Inflight {
@@ -296,33 +304,68 @@ func (s *Sink) settle(inflight *window, wait bool) {
 // past it live messages wait for the drainer like a backlog.
 const maxLive = 16384
 
-// spool appends out to the store and, while the link is up, publishes it
-// at once (live data never waits behind a backlog); the drainer confirms
-// it and removes it from the store once the broker took it. At its cap
-// the store drops the oldest (counted by the store) or refuses this one
-// (counted here).
-func (s *Sink) spool(out outbound) {
+// spoolPending appends the messages route gathered to the store, in one
+// AppendBatch (one write), and while the link is up publishes each at
+// once (live data never waits behind a backlog); the drainer confirms it
+// and removes it from the store once the broker took it. At its cap the
+// store drops the oldest (counted by the store) or refuses a message
+// (counted here; the batch goes on after it).
+func (s *Sink) spoolPending() {
+	if len(s.pend) == 0 {
+		return
+	}
+	s.arena, s.recs = s.arena[:0], s.recs[:0]
+	ends := make([]int, 0, 64)
+	for _, out := range s.pend {
+		s.arena = appendRecord(s.arena, out)
+		ends = append(ends, len(s.arena))
+	}
+	start := 0
+	for _, end := range ends {
+		s.recs = append(s.recs, s.arena[start:end:end])
+		start = end
+	}
+	pend, recs, spooled := s.pend, s.recs, 0
 	s.liveMu.Lock()
-	seq, err := s.store.Append(encodeRecord(out))
-	if err == nil && s.up.Up() {
+	for len(recs) > 0 {
+		first, n, err := s.store.AppendBatch(recs)
+		s.publishLive(first, pend[:n])
+		spooled += n
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrStoreFull) {
+			s.c.refused.Add(1)
+		} else {
+			s.c.dropped.Add(1)
+			s.log.Warn("north: store append failed; message dropped", "topic", pend[n].topic, "err", err)
+		}
+		pend, recs = pend[n+1:], recs[n+1:]
+	}
+	s.liveMu.Unlock()
+	clear(s.pend)
+	s.pend = s.pend[:0]
+	if spooled > 0 {
+		s.c.spooled.Add(uint64(spooled))
+		select {
+		case s.appended <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// publishLive publishes the records first.. (outs) as they were stored,
+// while the link is up; the caller holds liveMu.
+func (s *Sink) publishLive(first uint64, outs []outbound) {
+	if len(outs) == 0 || !s.up.Up() {
+		return
+	}
+	for i, out := range outs {
+		seq := first + uint64(i)
 		if len(s.live) < s.liveCap && s.sentUpTo.Load() >= s.skipped {
 			s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
 		} else {
 			s.skipped = seq
 		}
-	}
-	s.liveMu.Unlock()
-	switch {
-	case err == nil:
-		s.c.spooled.Add(1)
-		select {
-		case s.appended <- struct{}{}:
-		default:
-		}
-	case errors.Is(err, ErrStoreFull):
-		s.c.refused.Add(1)
-	default:
-		s.c.dropped.Add(1)
-		s.log.Warn("north: store append failed; message dropped", "topic", out.topic, "err", err)
 	}
 }

@@ -36,8 +36,23 @@ func (s spoolStore) Append(data []byte) (uint64, error) {
 	return seq, err
 }
 
+func (s spoolStore) AppendBatch(batch [][]byte) (uint64, int, error) {
+	first, n, err := s.q.AppendBatch(batch)
+	if errors.Is(err, spool.ErrFull) {
+		err = errors.Join(ErrStoreFull, err)
+	}
+	return first, n, err
+}
+
 func (s spoolStore) Peek(max, maxBytes int) ([]StoreRecord, error) {
-	recs, err := s.q.Peek(max, maxBytes)
+	return storeRecords(s.q.Peek(max, maxBytes))
+}
+
+func (s spoolStore) PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error) {
+	return storeRecords(s.q.PeekAfter(after, max, maxBytes))
+}
+
+func storeRecords(recs []spool.Record, err error) ([]StoreRecord, error) {
 	out := make([]StoreRecord, len(recs))
 	for i, r := range recs {
 		out[i] = StoreRecord{Seq: r.Seq, Time: r.Time, Data: r.Data}

@@ -11,7 +11,15 @@ import (
 // goroutine, Peek and Ack by its drain goroutine.
 type Store interface {
 	Append(data []byte) (seq uint64, err error) // ErrStoreFull: at the cap with the refuse policy
+	// AppendBatch appends batch in order, in one write where it can: n
+	// records went, with seqs first..first+n-1; on an error (ErrStoreFull
+	// or another) batch[n] is the one it was about, and the rest were not
+	// tried.
+	AppendBatch(batch [][]byte) (first uint64, n int, err error)
 	Peek(max, maxBytes int) ([]StoreRecord, error)
+	// PeekAfter is Peek of the records after seq after (the last one the
+	// drainer sent), so that the records in flight are not read again.
+	PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error)
 	Ack(seq uint64) error
 	Stats() StoreStats
 	Wait() <-chan struct{} // signalled when a record goes into an empty queue
@@ -37,13 +45,14 @@ var ErrStoreFull = errors.New("north: store full")
 
 // A record is: flags (bit 0: QoS 1, bit 1: retain), the topic's length
 // (2 bytes, big-endian), the topic, the payload.
-func encodeRecord(o outbound) []byte {
-	b := make([]byte, 3, 3+len(o.topic)+len(o.payload))
-	b[0] = o.qos & 1
+// appendRecord appends o's record to b.
+func appendRecord(b []byte, o outbound) []byte {
+	flags := o.qos & 1
 	if o.retain {
-		b[0] |= 2
+		flags |= 2
 	}
-	binary.BigEndian.PutUint16(b[1:], uint16(len(o.topic)))
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(o.topic)))
 	b = append(b, o.topic...)
 	return append(b, o.payload...)
 }
@@ -144,20 +153,23 @@ func (d *drainer) run() bool {
 }
 
 // refill acks what is confirmed, then peeks up to inflight records past
-// what is in flight (Peek starts at the oldest record not acked: the
-// window's own come again, and are skipped). It runs once half the
-// window or less is in flight, so each record is read back about twice
-// at most, not once per record confirmed; the records queued here go one
-// by one as slots free, and the records in flight stay under one and a
-// half inflight (core NATS puts many in one slot).
+// the last one sent (the store goes on from where the last peek stopped,
+// so each record is read once). It runs once half the window or less is
+// in flight, so a refill is a batch, not one read per record confirmed;
+// the records queued here go one by one as slots free, and the records
+// in flight stay under one and a half inflight (core NATS puts many in
+// one slot).
 func (d *drainer) refill() {
 	d.ack()
-	recs, err := d.s.store.Peek(d.flying+d.s.cfg.Inflight, peekBytes)
+	var recs []StoreRecord
+	var err error
+	if d.next == 0 { // nothing sent on this connection: from the oldest
+		recs, err = d.s.store.Peek(d.s.cfg.Inflight, peekBytes)
+	} else {
+		recs, err = d.s.store.PeekAfter(d.next-1, d.s.cfg.Inflight, peekBytes)
+	}
 	if err != nil {
 		d.s.log.Warn("north: store peek failed", "err", err)
-	}
-	for len(recs) > 0 && d.next != 0 && recs[0].Seq < d.next {
-		recs = recs[1:]
 	}
 	d.queued = recs
 	d.live = d.s.takeLive(recs, d.live[:0])

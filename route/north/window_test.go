@@ -18,12 +18,36 @@ import (
 )
 
 // ackLog is a real store (the spool) that notes its appends' seqs and
-// every Ack, so a test can check what was acked and when.
+// every Ack, so a test can check what was acked and when, and counts the
+// records its peeks returned.
 type ackLog struct {
 	Store
 	mu       sync.Mutex
 	appended []uint64
 	acks     []uint64
+	read     int
+}
+
+func (l *ackLog) Peek(max, maxBytes int) ([]StoreRecord, error) {
+	return l.count(l.Store.Peek(max, maxBytes))
+}
+
+func (l *ackLog) PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error) {
+	return l.count(l.Store.PeekAfter(after, max, maxBytes))
+}
+
+func (l *ackLog) count(recs []StoreRecord, err error) ([]StoreRecord, error) {
+	l.mu.Lock()
+	l.read += len(recs)
+	l.mu.Unlock()
+	return recs, err
+}
+
+// records is how many records its peeks returned.
+func (l *ackLog) records() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.read
 }
 
 func (l *ackLog) Append(data []byte) (uint64, error) {
@@ -34,6 +58,16 @@ func (l *ackLog) Append(data []byte) (uint64, error) {
 		l.mu.Unlock()
 	}
 	return seq, err
+}
+
+func (l *ackLog) AppendBatch(batch [][]byte) (uint64, int, error) {
+	first, n, err := l.Store.AppendBatch(batch)
+	l.mu.Lock()
+	for i := range n {
+		l.appended = append(l.appended, first+uint64(i))
+	}
+	l.mu.Unlock()
+	return first, n, err
 }
 
 func (l *ackLog) Ack(seq uint64) error {
@@ -81,7 +115,9 @@ func openAckLog(t *testing.T, sc config.NorthSink) *ackLog {
 // whole batch. A backlog of 100 queues while the gate refuses the link;
 // then every PUBACK is held back by the gate, and let through a few at a
 // time. Fails before the sliding window (nothing more went while the
-// other half of the batch waited).
+// other half of the batch waited). Each record is read from the store
+// once (fails before PeekAfter: the records in flight were read again at
+// each refill).
 func TestDrainWindowSlides(t *testing.T) {
 	const n, inflight = 100, 8
 	br := northtest.StartMosquitto(t)
@@ -133,6 +169,9 @@ func TestDrainWindowSlides(t *testing.T) {
 	store.checkAcks(t)
 	if st := s.Stats(); st.Published != n || st.Drained != n {
 		t.Fatalf("stats %+v", st)
+	}
+	if r := store.records(); r != n {
+		t.Fatalf("the store's peeks returned %d records for %d drained: want each read once", r, n)
 	}
 }
 

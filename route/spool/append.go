@@ -15,45 +15,125 @@ import (
 // record stays queued, maybe not on disk. A failed background fsync
 // (SyncInterval) is returned by the next Append, which appends nothing.
 func (q *Queue) Append(data []byte) (uint64, error) {
-	if len(data) > q.o.MaxRecord {
-		return 0, ErrTooLarge
-	}
+	one := [1][]byte{data}
+	seq, _, err := q.AppendBatch(one[:])
+	return seq, err
+}
+
+// AppendBatch appends the records of batch in order, as Append would one
+// by one, but with one write for the records that go in the tail
+// segment together (a roll or a drop at the cap starts another write),
+// one Now for all, and with SyncAlways one fsync before it returns. It
+// returns how many it appended, n, and their seqs first..first+n-1 (one
+// by one: a rescan in between does not skip seqs); on an error, batch[n]
+// is the record it was about (ErrTooLarge, ErrFull, a failed write) and
+// the records after it were not tried. A record whose AppendBatch
+// returned is in the file, as with Append.
+func (q *Queue) AppendBatch(batch [][]byte) (first uint64, n int, err error) {
 	q.appendMu.Lock()
 	defer q.appendMu.Unlock()
 	if err := q.syncErr; err != nil { // from the background fsync
 		q.syncErr = nil
-		return 0, err
+		return 0, 0, err
 	}
 	q.mu.Lock()
-	seq, now, err := q.appendLocked(data)
-	if errors.Is(err, ErrCorrupt) { // a record dropped at the cap went bad
-		if err = q.rescanLocked(); err == nil {
-			seq, now, err = q.appendLocked(data)
+	now := q.o.Now()
+	for n < len(batch) {
+		if len(batch[n]) > q.o.MaxRecord {
+			err = ErrTooLarge
+			break
+		}
+		seq, k, aerr := q.appendRun(batch[n:], now)
+		if errors.Is(aerr, ErrCorrupt) { // a record dropped at the cap went bad
+			aerr = q.rescanLocked()
+		}
+		if n == 0 && k > 0 {
+			first = seq
+		}
+		n += k
+		if err = aerr; err != nil {
+			break
 		}
 	}
 	q.mu.Unlock()
-	if err != nil {
-		return 0, err
+	if n == 0 {
+		return 0, 0, err
 	}
 	q.dirty = true
+	var serr error
 	switch q.o.Sync {
 	case SyncAlways:
-		err = q.syncTail(now)
+		serr = q.syncTail(now)
 	case SyncInterval:
 		if now.Sub(q.lastSync) >= q.o.SyncEvery {
-			err = q.syncTail(now)
+			serr = q.syncTail(now)
 		}
 	}
-	return seq, err
+	if err == nil {
+		err = serr
+	}
+	return first, n, err
 }
 
-// appendLocked makes room, writes the framed record at the tail's end
-// and counts it. The tail's size moves only after a whole write, so a
-// failed write is overwritten by the next one.
-func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
+// maxRun bounds the bytes one write of AppendBatch takes (and so the
+// write buffer the queue keeps).
+const maxRun = 1 << 20
+
+// appendRun appends, in one write, the longest run from the start of
+// batch that fits in the tail with no roll and no drop at the cap; when
+// the first record needs either, it appends that one alone. It returns
+// the first one's seq and how many it appended.
+func (q *Queue) appendRun(batch [][]byte, now time.Time) (uint64, int, error) {
 	if err := q.usable(); err != nil {
-		return 0, time.Time{}, err
+		return 0, 0, err
 	}
+	tail := &q.segs[len(q.segs)-1]
+	if tail.next != q.nextSeq { // after a rescan: appendOne rolls
+		return q.appendOne(batch[0], now)
+	}
+	buf := q.wbuf[:0]
+	free := q.o.MaxBytes - q.used()
+	if q.o.Policy == DropOldest { // drops for the whole run, below
+		free = q.o.MaxBytes / 2 // so that dropping every record makes room
+	}
+	k := 0
+	for ; k < len(batch); k++ {
+		d := batch[k]
+		frame := recHeaderSize + len(d)
+		size := tail.size + int64(len(buf))
+		if len(d) > q.o.MaxRecord || int64(len(buf)+frame) > free || (k > 0 && len(buf)+frame > maxRun) ||
+			(size+int64(frame) > q.o.SegmentBytes && size > segHeaderSize) {
+			break
+		}
+		start := len(buf)
+		buf = append(buf, make([]byte, recHeaderSize)...)
+		buf = append(buf, d...)
+		putRecHeader(buf[start:], q.nextSeq+uint64(k), now.UnixNano(), buf[start+recHeaderSize:])
+	}
+	q.wbuf = buf[:0]
+	if k == 0 {
+		return q.appendOne(batch[0], now)
+	}
+	if err := q.makeRoom(int64(len(buf))); err != nil { // DropOldest only
+		q.noteCorrupt(err)
+		return 0, 0, err
+	}
+	tail = &q.segs[len(q.segs)-1] // makeRoom may have moved segs
+	if _, err := q.tail.WriteAt(buf, tail.size); err != nil {
+		return 0, 0, err
+	}
+	first, off := q.nextSeq, tail.size
+	q.commit(tail, int64(len(buf)), k)
+	if q.records == int64(k) { // the queue was empty: the first is the head
+		q.setHead(off, first, int64(recHeaderSize+len(batch[0])), now)
+	}
+	return first, k, nil
+}
+
+// appendOne makes room, writes the framed record at the tail's end and
+// counts it. The tail's size moves only after a whole write, so a failed
+// write is overwritten by the next one.
+func (q *Queue) appendOne(data []byte, now time.Time) (uint64, int, error) {
 	frame := int64(recHeaderSize + len(data))
 	last := q.segs[len(q.segs)-1]
 	roll := last.next != q.nextSeq || (last.size+frame > q.o.SegmentBytes && last.size > segHeaderSize)
@@ -63,15 +143,14 @@ func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
 	}
 	if err := q.makeRoom(need); err != nil {
 		q.noteCorrupt(err)
-		return 0, time.Time{}, err
+		return 0, 0, err
 	}
 	if roll {
 		if err := q.roll(); err != nil {
-			return 0, time.Time{}, err
+			return 0, 0, err
 		}
 	}
 	tail := &q.segs[len(q.segs)-1] // after makeRoom and roll, which move segs
-	now := q.o.Now()
 	seq := q.nextSeq
 	if cap(q.wbuf) < int(frame) {
 		q.wbuf = make([]byte, frame)
@@ -80,22 +159,33 @@ func (q *Queue) appendLocked(data []byte) (uint64, time.Time, error) {
 	copy(buf[recHeaderSize:], data)
 	putRecHeader(buf, seq, now.UnixNano(), buf[recHeaderSize:])
 	if _, err := q.tail.WriteAt(buf, tail.size); err != nil {
-		return 0, time.Time{}, err
+		return 0, 0, err
 	}
-	tail.size += frame
-	tail.next++
-	q.disk += frame
-	q.nextSeq++
-	q.records++
-	q.stats.Appended++
+	q.commit(tail, frame, 1)
 	if q.records == 1 {
-		q.head = head{off: tail.size - frame, seq: seq, size: frame, time: now.UnixNano()}
-		select {
-		case q.wait <- struct{}{}:
-		default:
-		}
+		q.setHead(tail.size-frame, seq, frame, now)
 	}
-	return seq, now, nil
+	return seq, 1, nil
+}
+
+// commit counts k records of bytes written at the tail's end.
+func (q *Queue) commit(tail *segment, bytes int64, k int) {
+	tail.size += bytes
+	tail.next += uint64(k)
+	q.disk += bytes
+	q.nextSeq += uint64(k)
+	q.records += int64(k)
+	q.stats.Appended += uint64(k)
+}
+
+// setHead makes the record at off the head of an empty queue and wakes
+// a drainer sleeping on Wait.
+func (q *Queue) setHead(off int64, seq uint64, size int64, now time.Time) {
+	q.head = head{off: off, seq: seq, size: size, time: now.UnixNano()}
+	select {
+	case q.wait <- struct{}{}:
+	default:
+	}
 }
 
 // makeRoom applies the policy when need more bytes would pass the cap.

@@ -38,6 +38,29 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendBatch appends 256-byte records in batches of 64 (what
+// a sink's forward goroutine hands over at once under load); per record.
+func BenchmarkAppendBatch(b *testing.B) {
+	for _, s := range []SyncPolicy{SyncNever, SyncInterval, SyncAlways} {
+		b.Run(s.String(), func(b *testing.B) {
+			q := openQ(b, Options{Dir: b.TempDir(), Sync: s})
+			batch := make([][]byte, 64)
+			for i := range batch {
+				batch[i] = make([]byte, 256)
+			}
+			b.SetBytes(256)
+			b.ReportAllocs()
+			start := time.Now()
+			for i := 0; i < b.N; i += len(batch) {
+				if _, _, err := q.AppendBatch(batch[:min(len(batch), b.N-i)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
 // BenchmarkDrain peeks batches of 256 records and acks each batch, from
 // a queue of 256-byte records filled beforehand; with SyncAlways each Ack
 // writes the cursor file with two fsyncs (the file's and the directory's).

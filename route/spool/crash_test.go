@@ -14,8 +14,8 @@ import (
 	"testing"
 )
 
-// The SIGKILL test re-runs this test binary as a child that appends (and
-// now and then acks) with SyncAlways and reports every seq it got back,
+// The SIGKILL test re-runs this test binary as a child that appends (one
+// by one and in batches of 2 to 4, and now and then acks) with SyncAlways and reports every seq it got back,
 // and every ack that returned, on stdout; the parent kills it mid-stream.
 const crashDirEnv = "SPOOL_CRASH_CHILD_DIR"
 
@@ -33,14 +33,17 @@ func TestCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	for i := 0; ; i++ {
-		seq, err := q.Append(payload(i, 300))
+	for i, round := 0, 0; ; round++ {
+		first, n, err := crashAppend(q, i, round%4+1)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		fmt.Println("seq", seq)
-		if seq%100 == 0 {
+		for seq := first; seq < first+uint64(n); seq++ {
+			fmt.Println("seq", seq)
+			if seq%100 != 0 {
+				continue
+			}
 			fmt.Println("acking", seq-50)
 			if err := q.Ack(seq - 50); err != nil {
 				fmt.Println("error", err)
@@ -48,7 +51,22 @@ func TestCrashChild(t *testing.T) {
 			}
 			fmt.Println("ack", seq-50)
 		}
+		i += n
 	}
+}
+
+// crashAppend appends payload(i..i+k-1): one Append, or an AppendBatch
+// of k, so that the guarantee is tested for both.
+func crashAppend(q *Queue, i, k int) (uint64, int, error) {
+	if k == 1 {
+		seq, err := q.Append(payload(i, 300))
+		return seq, 1, err
+	}
+	batch := make([][]byte, k)
+	for j := range batch {
+		batch[j] = payload(i+j, 300)
+	}
+	return q.AppendBatch(batch)
 }
 
 // TestSIGKILLLosesNothingSynced: after a SIGKILL mid-stream, every seq

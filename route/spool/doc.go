@@ -26,11 +26,14 @@
 //
 // # Guarantees
 //
-//   - A record whose Append returned is never lost when the process dies
-//     (SIGKILL, panic): it is in the kernel's page cache, whatever the
-//     sync policy. TestSIGKILLLosesNothingSynced kills a child mid-stream.
+//   - A record whose Append or AppendBatch returned is never lost when the
+//     process dies (SIGKILL, panic): it was written (pwrite, no buffer in
+//     the process) before the call returned, so it is in the kernel's page
+//     cache, whatever the sync policy. AppendBatch writes the records that
+//     go in one segment with one pwrite. TestSIGKILLLosesNothingSynced
+//     kills a child mid-stream that appends one by one and in batches.
 //   - When the machine dies (power, kernel), SyncAlways loses nothing whose
-//     Append returned; SyncInterval loses at most what was appended in
+//     Append returned (an AppendBatch fsyncs once, before it returns); SyncInterval loses at most what was appended in
 //     the last SyncEvery (the background fsync runs every SyncEvery when
 //     anything was appended, and an Append that finds the last fsync older
 //     than SyncEvery fsyncs itself) plus one fsync's duration; SyncNever
@@ -80,25 +83,38 @@
 //
 // # Benchmarks
 //
-// go test -bench . -benchmem -count 3 ./route/spool, 256-byte records,
-// ext4 on a virtio disk, a 2-core AMD EPYC VM shared with other builds
-// (uptime load average 3.3 at the start, 6.7 at the end); the median of
-// three:
+// go test -bench . -benchmem ./route/spool, 256-byte records, ext4 on a
+// virtio disk, a 2-core AMD EPYC VM shared with other builds: smoke
+// figures (load average 4.2 at the start, 3.7 at the end; the AppendBatch
+// rows from a second run at 3.4-3.5, after it dropped at the cap for a
+// whole run). Per record:
 //
-//	Append/never       2113 ns/op  473,000 records/s  121 MB/s  0 allocs/op
-//	Append/interval    3047 ns/op  328,000 records/s   84 MB/s  0 allocs/op
-//	Append/always    414083 ns/op    2,400 records/s  0.6 MB/s  0 allocs/op
-//	Drain/never        1400 ns/op  714,000 records/s  183 MB/s  (Peek 256, Ack)
-//	Drain/always      16428 ns/op   61,000 records/s   16 MB/s  (Peek 256, Ack)
-//	Open64MiB           34 ms/op   2 GB/s from the page cache (load 2.9)
+//	Append/never           2092 ns/op    478,000 records/s  0 allocs/op
+//	Append/interval        3093 ns/op    323,000 records/s  0 allocs/op
+//	Append/always        468707 ns/op      2,100 records/s  0 allocs/op
+//	AppendBatch/never       919 ns/op  1,088,000 records/s  (batches of 64)
+//	AppendBatch/interval   1300 ns/op    771,000 records/s
+//	AppendBatch/always     6398 ns/op    157,000 records/s  (an fsync per batch)
+//	Drain/never             633 ns/op  1,579,000 records/s  (Peek 256, Ack)
+//	Drain/always           4694 ns/op    213,000 records/s  (Peek 256, Ack)
+//	Open64MiB                35 ms/op   1.9 GB/s from the page cache
+//
+// In the second run, beside AppendBatch, Append/never took 1837 ns and
+// Append/interval 2011 ns: a batch of 64 costs about half of 64 Appends
+// per record at this load (an earlier run of 200,000 records at load 2
+// gave 487 ns against 1245 ns), and with SyncAlways one fsync per batch
+// instead of one per record. A long benchmark run fills the 256 MiB
+// default cap, so its later records also drop the oldest.
 //
 // Open from a cold disk is one sequential read of the queue: a full
 // 256 MiB queue on an SD card at 25 MB/s takes about 10 s to recover.
 //
-// An earlier run at load 2.3 gave Append/never 1536 ns, interval 1835
-// ns, always 217 us. Append is one pwrite (plus an fsync per record with
-// SyncAlways: a sink that needs it should know it costs a disk round trip
-// per message, several ms on an SD card). A drain Ack with SyncAlways
-// writes the cursor with two fsyncs. Peek allocates the records it
-// returns (a few allocations per call, not one per record).
+// Append is one pwrite (plus an fsync per record with SyncAlways: a sink
+// that needs it should know it costs a disk round trip per message,
+// several ms on an SD card); AppendBatch is one pwrite per run of records
+// that go in one segment. A drain Ack with SyncAlways writes the cursor
+// with two fsyncs. Peek allocates the records it returns (a few
+// allocations per call, not one per record); PeekAfter reads on from
+// where the last peek stopped, so a drainer that keeps records in flight
+// reads each record once.
 package spool

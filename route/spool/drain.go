@@ -15,31 +15,51 @@ import (
 // records' Data are the caller's. An empty queue returns no records and
 // no error (sleep on Wait).
 func (q *Queue) Peek(max int, maxBytes int) ([]Record, error) {
-	recs, err := q.peek(max, maxBytes)
+	return q.PeekAfter(0, max, maxBytes)
+}
+
+// PeekAfter is Peek of the records whose seq is greater than after: what
+// Peek would return with the records up to after left out first. A
+// drainer that keeps records in flight passes the last seq it sent, so
+// it reads each record once. When after is the last seq the previous
+// Peek or PeekAfter returned (Acks in between do not matter), it goes on
+// from where that one stopped; otherwise (a drop at the cap, a rescan, a
+// cut, another after) it reads from the oldest record, checking and
+// skipping those up to after. The checks and the handling of a corrupt
+// record are Peek's.
+func (q *Queue) PeekAfter(after uint64, max int, maxBytes int) ([]Record, error) {
+	recs, err := q.peek(after, max, maxBytes)
 	if errors.Is(err, ErrCorrupt) {
 		if err = q.rescan(); err == nil {
-			recs, err = q.peek(max, maxBytes)
+			recs, err = q.peek(after, max, maxBytes)
 		}
 	}
 	return recs, err
 }
 
-func (q *Queue) peek(max int, maxBytes int) ([]Record, error) {
+func (q *Queue) peek(after uint64, max int, maxBytes int) ([]Record, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.usable(); err != nil {
 		return nil, err
 	}
-	q.marks = q.marks[:0]
 	if q.records == 0 {
+		q.marks = q.marks[:0]
 		return nil, nil
+	}
+	if after+1 >= q.nextSeq {
+		return nil, nil // nothing after it yet; the marks stay good
 	}
 	if int64(max) > q.records {
 		max = int(q.records)
 	}
 	max = maxInt(max, 1)
-	w := peekWalk{recs: make([]Record, 0, max), maxBytes: maxBytes}
-	seg, off, next := 0, q.head.off, q.head.seq
+	w := peekWalk{recs: make([]Record, 0, max), maxBytes: maxBytes, from: after + 1}
+	seg, off, next, ok := q.resume(after)
+	if !ok { // from the head; the marks start there again
+		q.marks = q.marks[:0]
+		seg, off, next = 0, q.head.off, q.head.seq
+	}
 	for len(w.recs) < max && !w.full {
 		s := q.segs[seg]
 		if off >= s.size {
@@ -61,6 +81,22 @@ func (q *Queue) peek(max int, maxBytes int) ([]Record, error) {
 	return w.finish(), nil
 }
 
+// resume returns where the record after seq after starts when the marks
+// end at after (they start at the head), and the segment that held the
+// last marked record is still there.
+func (q *Queue) resume(after uint64) (seg int, off int64, next uint64, ok bool) {
+	n := len(q.marks)
+	if n == 0 || q.marks[0].seq != q.head.seq || q.marks[n-1].seq != after {
+		return 0, 0, 0, false
+	}
+	m := q.marks[n-1]
+	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].first >= m.seg })
+	if i == len(q.segs) || q.segs[i].first != m.seg || m.end > q.segs[i].size {
+		return 0, 0, 0, false
+	}
+	return i, m.end, after + 1, true
+}
+
 // peekWalk is what Peek has gathered so far.
 type peekWalk struct {
 	recs     []Record
@@ -70,6 +106,7 @@ type peekWalk struct {
 	maxBytes int
 	full     bool // the next record would pass maxBytes
 	next     uint64
+	from     uint64 // records before this seq are checked and marked, not kept
 }
 
 func (w *peekWalk) finish() []Record {
@@ -112,7 +149,8 @@ func (q *Queue) peekChunk(w *peekWalk, seg int, off int64, next uint64, max int)
 			}
 			break
 		}
-		if len(w.recs) > 0 && w.maxBytes > 0 && w.total+int(h.len) > w.maxBytes {
+		keep := h.seq >= w.from
+		if keep && len(w.recs) > 0 && w.maxBytes > 0 && w.total+int(h.len) > w.maxBytes {
 			w.full = true
 			break
 		}
@@ -120,10 +158,12 @@ func (q *Queue) peekChunk(w *peekWalk, seg int, off int64, next uint64, max int)
 		if recordCRC(q.rbuf[p:], data) != h.crc {
 			return 0, ErrCorrupt
 		}
-		w.recs = append(w.recs, Record{Seq: h.seq, Time: time.Unix(0, h.time)})
-		w.blob = append(w.blob, data...)
-		w.ends = append(w.ends, len(w.blob))
-		w.total += int(h.len)
+		if keep {
+			w.recs = append(w.recs, Record{Seq: h.seq, Time: time.Unix(0, h.time)})
+			w.blob = append(w.blob, data...)
+			w.ends = append(w.ends, len(w.blob))
+			w.total += int(h.len)
+		}
 		p += frame
 		w.next++
 		q.marks = append(q.marks, mark{seq: h.seq, seg: s.first, end: off + int64(p)})
