@@ -5,6 +5,10 @@ package gateway
 // loop or a worker), so it has no locks. Entries are (id, due tick, kind);
 // a connection that closes early simply leaves a stale entry behind, which
 // is dropped when it fires because its (fd, gen) id no longer resolves.
+// A timer that is cancelled or replaced while its connection lives is
+// removed (remove): a private session's HELLO timer is cancelled at HELLO,
+// and left in place it would hold an entry per idle connection until it
+// fired.
 type wheel struct {
 	buckets [][]timer
 	mask    uint64
@@ -45,6 +49,29 @@ func (w *wheel) add(id uint64, due uint64, kind uint8) {
 	b := &w.buckets[due&w.mask]
 	*b = append(*b, timer{id: id, due: uint32(due), kind: kind})
 	w.size++
+}
+
+// remove takes the entry (id, due, kind) out of the wheel, if it is there,
+// and reports whether it was. The bucket is searched from its end, where
+// the newest entries are: a timer cancelled soon after it was set (the
+// usual case) is found among the few added since. The last entry takes
+// the removed one's place; a bucket holds no order among its entries.
+// During advance the bucket being walked is out of the wheel, so an entry
+// due in it is not found and fires, to be ignored by its owner.
+func (w *wheel) remove(id uint64, due uint64, kind uint8) bool {
+	b := &w.buckets[due&w.mask]
+	list := *b
+	for i := len(list) - 1; i >= 0; i-- {
+		if e := list[i]; e.id == id && e.due == uint32(due) && e.kind == kind {
+			last := len(list) - 1
+			list[i] = list[last]
+			list[last] = timer{}
+			*b = list[:last]
+			w.size--
+			return true
+		}
+	}
+	return false
 }
 
 // advance moves the wheel to tick now and calls fire for every entry that
