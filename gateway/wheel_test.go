@@ -132,3 +132,29 @@ func TestWheelRemove(t *testing.T) {
 		}
 	}
 }
+
+// TestWheelReusesBuckets: a loop's sniff wheel takes a burst of accepts per
+// tick and fires them a few ticks later. Once it has run a turn, that
+// allocates nothing: walked buckets' storage serves the next adds. (A
+// bucket that grew past 64 entries used to be dropped after its walk and
+// grown again by doubling, garbage every time.)
+func TestWheelReusesBuckets(t *testing.T) {
+	w := newWheel(16, 0)
+	tick := uint64(0)
+	burst := func() {
+		tick++
+		for i := range 500 {
+			w.add(uint64(i), tick+3, timerSniff)
+		}
+		w.advance(tick, func(timer) {})
+	}
+	for range 32 { // warm up: a full turn
+		burst()
+	}
+	if allocs := testing.AllocsPerRun(50, burst); allocs != 0 {
+		t.Fatalf("a burst of 500 entries allocates %.1f times, want 0", allocs)
+	}
+	if w.len() != 3*500 {
+		t.Fatalf("len = %d, want %d", w.len(), 3*500)
+	}
+}
