@@ -255,17 +255,34 @@ func (c *conn) release() {
 	}
 }
 
-// SetTimer arms the session timer on the worker's wheel; a replaced timer
-// stays in the wheel and is ignored when it fires (its due tick differs).
+// SetTimer arms the session timer on the worker's wheel. A replaced or
+// cancelled timer's entry is taken out of the wheel, so that an idle
+// connection whose session cancelled its timer (a private session at
+// HELLO) holds no entry for it; one that cannot be found (its bucket is
+// being walked) fires and is ignored, its due tick no longer c's.
 func (c *conn) SetTimer(d time.Duration) {
 	if c.closed || d <= 0 {
-		c.timerSet = false
+		c.cancelTimer()
 		return
 	}
 	due := c.w.ticks + uint64(ticks(d))
 	if c.timerSet && c.timerDue == uint32(due) {
 		return
 	}
+	c.cancelTimer()
 	c.timerDue, c.timerSet = uint32(due), true
 	c.w.wheel.add(c.id(), due, timerSession)
+}
+
+// cancelTimer removes c's session timer, if one is set, from the wheel.
+// The entry's full due tick is rebuilt from its low 32 bits: it lies
+// within a wheel turn after the worker's tick.
+func (c *conn) cancelTimer() {
+	if !c.timerSet {
+		return
+	}
+	c.timerSet = false
+	now := c.w.ticks
+	due := now + uint64(c.timerDue-uint32(now))
+	c.w.wheel.remove(c.id(), due, timerSession)
 }

@@ -5,12 +5,37 @@ package gateway
 // loop or a worker), so it has no locks. Entries are (id, due tick, kind);
 // a connection that closes early simply leaves a stale entry behind, which
 // is dropped when it fires because its (fd, gen) id no longer resolves.
+// A timer that is cancelled or replaced while its connection lives is
+// removed (remove): a private session's HELLO timer is cancelled at HELLO,
+// and left in place it would hold an entry per idle connection until it
+// fired.
+//
+// A bucket is a chain of fixed chunks of entries, newest first, and chunks
+// are recycled through the wheel's free list: a bucket that grows never
+// copies itself into a larger array (doubling left as much garbage as it
+// kept and up to half its array empty, for 19,000 connections accepted
+// within a few ticks), and a walked bucket's chunks serve the next adds.
 type wheel struct {
-	buckets [][]timer
+	buckets []*chunk
+	free    *chunk // walked chunks, for reuse; at most maxFreeChunks
+	nfree   int
 	mask    uint64
 	now     uint64 // last tick advanced to
 	size    int
 }
+
+// chunk holds up to chunkLen entries of one bucket: 512 bytes, a size
+// class of its own.
+type chunk struct {
+	e    [chunkLen]timer
+	next *chunk // older chunk of the same bucket, or the next free one
+	n    int32
+}
+
+const (
+	chunkLen      = 31
+	maxFreeChunks = 1024 // 512 KiB kept for reuse at most; the rest is the collector's
+)
 
 // timer is 16 bytes: an idle connection holds two or three of them (its
 // idle check, its session's timer, the sniff deadline until it passes), so
@@ -34,7 +59,7 @@ func newWheel(buckets int, start uint64) *wheel {
 	for n < buckets {
 		n <<= 1
 	}
-	return &wheel{buckets: make([][]timer, n), mask: uint64(n - 1), now: start}
+	return &wheel{buckets: make([]*chunk, n), mask: uint64(n - 1), now: start}
 }
 
 // add schedules id to fire at tick due (at the next advance if due is past).
@@ -42,13 +67,67 @@ func (w *wheel) add(id uint64, due uint64, kind uint8) {
 	if due <= w.now {
 		due = w.now + 1
 	}
-	b := &w.buckets[due&w.mask]
-	*b = append(*b, timer{id: id, due: uint32(due), kind: kind})
+	w.push(&w.buckets[due&w.mask], timer{id: id, due: uint32(due), kind: kind})
 	w.size++
 }
 
+// push appends e to the bucket whose head is *b.
+func (w *wheel) push(b **chunk, e timer) {
+	head := *b
+	if head == nil || head.n == chunkLen {
+		c := w.free
+		if c != nil {
+			w.free, w.nfree = c.next, w.nfree-1
+		} else {
+			c = new(chunk)
+		}
+		c.next, c.n = head, 0
+		*b, head = c, c
+	}
+	head.e[head.n] = e
+	head.n++
+}
+
+// release puts a walked chunk on the free list, or leaves it to the
+// collector when the list is full.
+func (w *wheel) release(c *chunk) {
+	if w.nfree >= maxFreeChunks {
+		return
+	}
+	c.next, c.n = w.free, 0
+	w.free = c
+	w.nfree++
+}
+
+// remove takes the entry (id, due, kind) out of the wheel, if it is there,
+// and reports whether it was. The bucket is searched from its newest
+// entries: a timer cancelled soon after it was set (the usual case) is
+// found among the few added since. The newest entry takes the removed
+// one's place; a bucket holds no order among its entries. During advance
+// the bucket being walked is out of the wheel, so an entry due in it is
+// not found and fires, to be ignored by its owner.
+func (w *wheel) remove(id uint64, due uint64, kind uint8) bool {
+	b := &w.buckets[due&w.mask]
+	for c := *b; c != nil; c = c.next {
+		for i := c.n - 1; i >= 0; i-- {
+			if e := c.e[i]; e.id == id && e.due == uint32(due) && e.kind == kind {
+				head := *b
+				head.n--
+				c.e[i] = head.e[head.n]
+				if head.n == 0 {
+					*b = head.next
+					w.release(head)
+				}
+				w.size--
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // advance moves the wheel to tick now and calls fire for every entry that
-// is due. fire may add new entries.
+// is due. fire may add and remove entries.
 func (w *wheel) advance(now uint64, fire func(timer)) {
 	// Never walk more than one full turn: every bucket is visited once.
 	from := w.now + 1
@@ -58,25 +137,21 @@ func (w *wheel) advance(now uint64, fire func(timer)) {
 	w.now = now
 	for t := from; t <= now; t++ {
 		b := &w.buckets[t&w.mask]
-		if len(*b) == 0 {
-			continue
-		}
 		// Take the bucket out first: fire may add to it.
-		list := *b
+		c := *b
 		*b = nil
-		keep := list[:0]
-		for _, e := range list {
-			if int32(uint32(now)-e.due) >= 0 { // due <= now, by difference
-				w.size--
-				fire(e)
-			} else {
-				keep = append(keep, e)
+		for c != nil {
+			for _, e := range c.e[:c.n] {
+				if int32(uint32(now)-e.due) >= 0 { // due <= now, by difference
+					w.size--
+					fire(e)
+				} else {
+					w.push(b, e) // a later turn's
+				}
 			}
-		}
-		if len(keep) > 0 {
-			*b = append(*b, keep...)
-		} else if *b == nil && cap(list) <= 64 {
-			*b = list[:0] // reuse small buckets
+			next := c.next
+			w.release(c)
+			c = next
 		}
 	}
 }

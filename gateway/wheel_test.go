@@ -3,6 +3,7 @@ package gateway
 import (
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -71,5 +72,89 @@ func TestWheelDueAcrossTickWrap(t *testing.T) {
 	w.advance(start+5, fire)
 	if !slices.Equal(fired, []uint64{1}) || w.len() != 0 {
 		t.Fatalf("at the due tick fired %v, len %d", fired, w.len())
+	}
+}
+
+// TestSetTimerLeavesNoStaleEntry: a session timer that is cancelled or
+// replaced leaves the worker's wheel, so an idle private connection
+// (HELLO timer cancelled at HELLO) holds no entry for it. Counted by the
+// wheel's entries, and the replacing timer still fires once.
+func TestSetTimerLeavesNoStaleEntry(t *testing.T) {
+	w := &worker{wheel: newWheel(idleWheelBuckets, 0)}
+	conns := make([]*conn, 64)
+	for i := range conns {
+		conns[i] = &conn{w: w, fd: int32(i + 3), gen: 1}
+		conns[i].SetTimer(10 * time.Second)
+	}
+	for _, c := range conns {
+		c.SetTimer(0) // HELLO arrived: cancelled
+	}
+	if n := w.wheel.len(); n != 0 {
+		t.Fatalf("after cancelling every timer the wheel holds %d entries, want 0", n)
+	}
+	c := conns[0]
+	c.SetTimer(10 * time.Second)
+	c.SetTimer(20 * time.Second) // replaced
+	if n := w.wheel.len(); n != 1 {
+		t.Fatalf("after replacing a timer the wheel holds %d entries, want 1", n)
+	}
+	fired := 0
+	for tick := uint64(1); tick <= 400; tick++ {
+		w.wheel.advance(tick, func(e timer) {
+			if e.id != c.id() || e.kind != timerSession || e.due != c.timerDue {
+				t.Fatalf("tick %d fired %+v, not the replacing timer (due %d)", tick, e, c.timerDue)
+			}
+			fired++
+		})
+	}
+	if fired != 1 || w.wheel.len() != 0 {
+		t.Fatalf("fired %d times, %d entries left; want 1, 0", fired, w.wheel.len())
+	}
+}
+
+// TestWheelRemove: remove takes out only the named entry, once.
+func TestWheelRemove(t *testing.T) {
+	w := newWheel(8, 0)
+	w.add(1, 3, timerSession)
+	w.add(2, 3, timerSession)
+	w.add(1, 3, timerIdle)
+	if !w.remove(1, 3, timerSession) || w.remove(1, 3, timerSession) || w.remove(2, 11, timerSession) {
+		t.Fatal("remove found an entry that is not there, or missed one that is")
+	}
+	var fired []timer
+	w.advance(3, func(e timer) { fired = append(fired, e) })
+	if len(fired) != 2 || w.len() != 0 {
+		t.Fatalf("fired %+v, len %d; want the two others, 0", fired, w.len())
+	}
+	for _, e := range fired {
+		if e.id == 1 && e.kind == timerSession {
+			t.Fatalf("the removed entry fired: %+v", fired)
+		}
+	}
+}
+
+// TestWheelReusesBuckets: a loop's sniff wheel takes a burst of accepts per
+// tick and fires them a few ticks later. Once it has run a turn, that
+// allocates nothing: walked buckets' storage serves the next adds. (A
+// bucket that grew past 64 entries used to be dropped after its walk and
+// grown again by doubling, garbage every time.)
+func TestWheelReusesBuckets(t *testing.T) {
+	w := newWheel(16, 0)
+	tick := uint64(0)
+	burst := func() {
+		tick++
+		for i := range 500 {
+			w.add(uint64(i), tick+3, timerSniff)
+		}
+		w.advance(tick, func(timer) {})
+	}
+	for range 32 { // warm up: a full turn
+		burst()
+	}
+	if allocs := testing.AllocsPerRun(50, burst); allocs != 0 {
+		t.Fatalf("a burst of 500 entries allocates %.1f times, want 0", allocs)
+	}
+	if w.len() != 3*500 {
+		t.Fatalf("len = %d, want %d", w.len(), 3*500)
 	}
 }

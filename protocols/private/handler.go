@@ -132,7 +132,7 @@ type session struct {
 	conn    protocols.Conn
 	device  string          // from HELLO, for logs
 	sub     *bus.Subscriber // created on the first SUB
-	held    []*heldAck      // ACKs waiting for device writes (writeack.go)
+	held    *heldAcks       // ACKs waiting for device writes (writeack.go); nil while none
 	quota   bus.Quota       // new topics this connection added to the cache
 	hello   bool
 	waiting bool // deliveries wait for the output to drain (Writable)
