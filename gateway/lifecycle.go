@@ -37,9 +37,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.admin.start()
 	g.wg.Add(1)
 	go g.publishStats(time.Second)
-	close(g.ready)
+	// Logged before Ready: whoever waits for Ready finds the line there
+	// (TestReloadLog counted it as a reload's line now and then).
 	g.log.Info("listening", "addr", g.addr.String(), "loops", len(g.loops),
 		"workers", len(g.workers), "policy", g.cfg.Dispatch.Policy)
+	close(g.ready)
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
