@@ -110,7 +110,7 @@ func Defaults() Config {
 		RUDP: RUDP{
 			MaxDatagram: 1200, MaxMessage: 64 * kib, Window: 256, SendQueue: 256 * kib, DatagramQueue: 64,
 			IdleTimeout: 30 * time.Second, KeepAlive: 10 * time.Second, HandshakeTimeout: 10 * time.Second,
-			MaxAckDelay: 25 * time.Millisecond, InitialRTT: 100 * time.Millisecond,
+			MaxAckDelay: 2 * time.Millisecond, InitialRTT: 100 * time.Millisecond,
 			MinRTO: 200 * time.Millisecond, MaxRTO: 2 * time.Second,
 			CookieLifetime: 30 * time.Second, CookieRotation: 2 * time.Minute,
 			MaxSessions: 200000, MemoryBudget: 256 * mib, PendingRetries: 256,

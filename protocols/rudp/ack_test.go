@@ -7,17 +7,22 @@ import (
 	"github.com/edgemux/edgemux/protocols/rudp/lossy"
 )
 
-// TestThinnedAcksStillCome: sparse telemetry (a message every 20 ms) is
+// TestThinnedAcksStillCome: with a server's max_ack_delay of 25 ms (the
+// thinned-ACK setting), sparse telemetry (a message every 20 ms) is
 // acknowledged one ACK packet per two packets, and the last, odd
 // packet's ACK still comes, after the delay, without the sender probing
-// for it. The client keeps an old-style 2 ms max_ack_delay of its own:
+// for it. The client keeps the default 2 ms max_ack_delay of its own:
 // its probe timer must learn the server's longer delay from the ACKs
 // (over a 4 ms RTT, two SRTTs are far below the server's 25 ms).
 // (Before thinned ACKs the server sent an ACK packet per packet.)
+// thinAckDelay is the max_ack_delay that thins a telemetry stream's ACKs
+// to one per two packets.
+const thinAckDelay = 25 * time.Millisecond
+
 func TestThinnedAcksStillCome(t *testing.T) {
 	const total = 41
 	short := lossy.Impairment{Delay: 2 * time.Millisecond} // an RTT well below the ACK delay
-	st := newStreamOver(t, 43, lossy.Config{Up: short, Down: short}, Config{MaxAckDelay: 2 * time.Millisecond}, total, 20*time.Millisecond)
+	st := newStreamOver(t, 43, lossy.Config{Up: short, Down: short}, Config{MaxAckDelay: thinAckDelay}, Config{MaxAckDelay: 2 * time.Millisecond}, total, 20*time.Millisecond)
 	up, down := 0, 0
 	st.tap = func(isUp bool, b []byte) {
 		if isUp {

@@ -77,7 +77,7 @@ const (
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultKeepAlive        = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxAckDelay      = 25 * time.Millisecond
+	DefaultMaxAckDelay      = 2 * time.Millisecond
 	DefaultInitialRTT       = 100 * time.Millisecond
 	DefaultMinRTO           = 200 * time.Millisecond
 	DefaultMaxRTO           = 2 * time.Second

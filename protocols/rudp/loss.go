@@ -26,17 +26,22 @@ type lossState struct {
 	againN    int
 
 	// peerAckDelay is the longest the peer has held an ACK of new data
-	// (the ACK frames' delay field), at least the default max_ack_delay
-	// and this side's own: the probe timer waits for it. Learned, not
-	// negotiated, so it works with peers of any max_ack_delay (one that
-	// holds ACKs longer than the default may get a needless probe before
-	// its delay is known).
+	// (the ACK frames' delay field), at least minPeerAckDelay and this
+	// side's own: the probe timer waits for it. Learned, not negotiated,
+	// so it works with peers of any max_ack_delay (one that holds ACKs
+	// longer than minPeerAckDelay may get a needless probe before its
+	// delay is known).
 	peerAckDelay time.Duration
 }
 
 // maxPeerAckDelay bounds what a peer's ACK delays can add to the probe
 // timeout: a peer that holds ACKs longer gets probes it did not need.
 const maxPeerAckDelay = 200 * time.Millisecond
+
+// minPeerAckDelay is what the probe timer assumes a peer may hold an ACK
+// before it has seen the peer's delay: the thinned-ACK setting's 25 ms,
+// so a peer that thins its ACKs gets no needless first probe.
+const minPeerAckDelay = 25 * time.Millisecond
 
 // notePeerAckDelay learns from an ACK that acknowledged new data.
 func (c *Conn) notePeerAckDelay(delay uint16) {
@@ -110,7 +115,7 @@ func (c *Conn) markLost(f *sendFrag) {
 
 // pto is the tail loss probe timeout: two SRTTs plus the peer's ack delay.
 func (c *Conn) pto() time.Duration {
-	return max(2*c.rtt.srtt+max(c.loss.peerAckDelay, c.cfg.MaxAckDelay, DefaultMaxAckDelay), 10*time.Millisecond)
+	return max(2*c.rtt.srtt+max(c.loss.peerAckDelay, c.cfg.MaxAckDelay, minPeerAckDelay), 10*time.Millisecond)
 }
 
 func (c *Conn) rto() time.Duration { return c.rtt.rto(c.cfg.MinRTO, c.cfg.MaxRTO) }

@@ -21,14 +21,14 @@ type streamSim struct {
 }
 
 func newStream(t *testing.T, seed uint64, net lossy.Config, total int, interval time.Duration) *streamSim {
-	return newStreamOver(t, seed, net, Config{}, total, interval)
+	return newStreamOver(t, seed, net, Config{}, Config{}, total, interval)
 }
 
-// newStreamOver is newStream with the client configured with cfg.
-func newStreamOver(t *testing.T, seed uint64, net lossy.Config, cfg Config, total int, interval time.Duration) *streamSim {
-	st := &streamSim{sim: newSim(t, seed, Config{}, net)}
+// newStreamOver is newStream with the server and the client configured.
+func newStreamOver(t *testing.T, seed uint64, net lossy.Config, server, client Config, total int, interval time.Duration) *streamSim {
+	st := &streamSim{sim: newSim(t, seed, server, net)}
 	st.onServerMessage = func(c *Conn, msg []byte) { st.got = append(st.got, msg) }
-	st.c = st.addClient(cfg)
+	st.c = st.addClient(client)
 	st.established()
 	next := st.now
 	st.wake = func() time.Time {
