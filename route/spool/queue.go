@@ -69,6 +69,8 @@ type head struct {
 type mark struct {
 	seq, seg uint64 // the record's seq and its segment's first seq
 	end      int64
+	size     int64 // framed: header + data
+	time     int64 // its header's
 }
 
 // Queue is a bounded on-disk FIFO of records. All methods are safe for
