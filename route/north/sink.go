@@ -46,13 +46,14 @@ type Sink struct {
 	// live holds the store records the forward goroutine published as
 	// they came (the link up): the drain goroutine takes their outcome
 	// instead of sending them again. liveMu is held across the Append and
-	// the insert, so a record the drainer peeks is either here or was not
+	// the push, so a record the drainer peeks is either here or was not
 	// published live.
 	liveMu sync.Mutex
-	live   map[uint64]Pending
+	live   liveQueue
 	// Order while the link is up: once a record could not go live (the
 	// live table full), none may until the drainer has sent past it.
 	liveCap  int           // maxLive; tests make it small
+	fly      int           // the drainer's least bound on records in flight: minFlying; tests make it small
 	skipped  uint64        // guarded by liveMu: the newest record that skipped the live lane
 	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
 	appended chan struct{} // signalled on each Append: the drainer's window may have room
@@ -83,7 +84,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		liveCap: maxLive, fly: minFlying, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -362,8 +363,8 @@ func (s *Sink) publishLive(first uint64, outs []outbound) {
 	}
 	for i, out := range outs {
 		seq := first + uint64(i)
-		if len(s.live) < s.liveCap && s.sentUpTo.Load() >= s.skipped {
-			s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+		if s.live.len() < s.liveCap && s.sentUpTo.Load() >= s.skipped {
+			s.live.push(seq, s.up.Publish(out.topic, out.payload, out.qos, out.retain))
 		} else {
 			s.skipped = seq
 		}

@@ -246,11 +246,13 @@ func TestNATSCorePipelined(t *testing.T) {
 // TestNATSCoreStoreAckAfterFlush: with a store, records published to
 // core NATS leave the store only once a flush has returned (the server
 // read them): while the PONGs are held nothing is acked, live publishes
-// all went out, and the drainer's own (live lane off) stop at its window.
+// all went out, and the drainer's own (live lane off) stop at its bound
+// on records in flight. The live ones are confirmed from memory, never
+// read back from the store (fails before the live queue: every one was).
 func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 	for _, live := range []bool{true, false} {
 		t.Run("live="+strconv.FormatBool(live), func(t *testing.T) {
-			const n, inflight = 200, 8
+			const n, inflight, fly = 200, 8, 32
 			srv := startNATS(t)
 			g := newGate(t, srv.port)
 			valve := newAckValve(natsLine)
@@ -263,6 +265,7 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 				s.store = store
 				if !live {
 					s.liveCap = 0
+					s.fly = fly
 				}
 			})
 			got := natsSubscriber(t, srv.url(), "out.>")
@@ -270,12 +273,13 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 			valve.hold()
 			publishRange(t, b, 0, n)
 			// Live: every one goes out at once. The drainer's: it refills
-			// while half its window or less is in flight, and a flush
-			// holds many records: more than half a window goes, never
-			// more than one and a half.
+			// while half its bound on records in flight (fly, more than
+			// inflight: a flush holds many records, and inflight bounds
+			// flushes) or less is in flight: more than half that bound
+			// goes, never more than one and a half.
 			want, most := n, n
 			if !live {
-				want, most = inflight/2+1, inflight+inflight/2
+				want, most = fly/2+1, fly+fly/2
 			}
 			routetest.Eventually(t, "messages at the server, all in the store", func() bool {
 				return len(got.all()) >= want && s.Stats().Spooled == n
@@ -290,6 +294,9 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 			routetest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
 			checkNATSOrder(t, got, n)
 			store.checkAcks(t)
+			if r := store.records(); live && r != 0 {
+				t.Fatalf("the drainer read %d live records back from the store: want none (it has them in memory)", r)
+			}
 		})
 	}
 }
