@@ -70,22 +70,28 @@ func main() {
 	fmt.Printf("messages=%d topics=%d size=%d outage=%v rate=%d/s  %s  loadavg %s", b.n, b.topics, len(payload), b.outage, b.rate,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), load)
 
-	b.ceiling("mqtt ceiling (paho direct, QoS 1, window 64; mosquitto_pub-style)", func() result { return b.mqttDirect(mq.url) })
+	if b.wants("mqtt") {
+		b.ceiling("mqtt ceiling (paho direct, QoS 1, window 64; mosquitto_pub-style)", func() result { return b.mqttDirect(mq.url) })
+	}
 	b.row("edgemux bus -> mqtt (QoS 1)", func() result { return b.sink(mq.url, "mqtt", "", false) })
 	b.row("edgemux bus -> mqtt (QoS 1, store)", func() result { return b.sink(mq.url, "mqtt", "", true) })
 	b.row("edgemux mqtt drain of a burst backlog", func() result { return b.drain(mq.url, "mqtt") })
 	b.row(fmt.Sprintf("edgemux mqtt drain after a %v outage", b.outage), func() result { return b.outageDrain(mq.url, "mqtt") })
 
-	b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
-	if *natsCLI != "" {
-		b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
+	if b.wants("nats") {
+		b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
+		if *natsCLI != "" {
+			b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
+		}
 	}
 	b.row("edgemux bus -> nats (core, QoS 1)", func() result { return b.sink(ns.url, "nats", "", false) })
 	b.row("edgemux bus -> nats (core, QoS 1, store)", func() result { return b.sink(ns.url, "nats", "", true) })
 	b.row("edgemux nats drain of a burst backlog", func() result { return b.drain(ns.url, "nats") })
 	b.row(fmt.Sprintf("edgemux nats drain after a %v outage", b.outage), func() result { return b.outageDrain(ns.url, "nats") })
 
-	b.ceiling(fmt.Sprintf("jetstream ceiling (nats.go PublishAsync, window %d)", b.inflight), func() result { return b.jsDirect(ns.url) })
+	if b.wants("jetstream") {
+		b.ceiling(fmt.Sprintf("jetstream ceiling (nats.go PublishAsync, window %d)", b.inflight), func() result { return b.jsDirect(ns.url) })
+	}
 	b.row(fmt.Sprintf("edgemux bus -> jetstream (window %d)", b.inflight), func() result { return b.sink(ns.url, "nats", jsStream, false) })
 	b.row(fmt.Sprintf("edgemux bus -> jetstream (window %d, store)", b.inflight), func() result { return b.sink(ns.url, "nats", jsStream, true) })
 }
@@ -171,6 +177,17 @@ func (b *benchmark) row(what string, run func() result) {
 		profile = nil // one row per profile: the first that runs
 	}
 	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  %5.2f us  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/b.top, perMessage(cpu, r), r.count, r.d.Round(time.Millisecond), r.note)
+}
+
+// wants reports whether broker's ceiling runs: unless -only names
+// another broker (its rows' names have the broker's name), a ceiling with
+// no row of its own is skipped.
+func (b *benchmark) wants(broker string) bool {
+	named := false
+	for _, k := range []string{"mqtt", "nats", "jetstream"} {
+		named = named || strings.Contains(b.only, k)
+	}
+	return !named || strings.Contains(b.only, broker)
 }
 
 // figure prints another tool's figure beside the ceiling (msgs/s as the
