@@ -65,6 +65,7 @@ func (s *Sink) takeLive(recs []StoreRecord, out []Pending) []Pending {
 		}
 		out = append(out, p)
 	}
+	s.signalLiveRoom()
 	return out
 }
 
@@ -82,5 +83,15 @@ func (s *Sink) takeLiveRun(next uint64, max int, recs []StoreRecord, out []Pendi
 		out = append(out, s.live.pop())
 		next++
 	}
+	s.signalLiveRoom()
 	return recs, out
+}
+
+// signalLiveRoom wakes a forward goroutine waiting for room in the live
+// queue (waitLiveRoom).
+func (s *Sink) signalLiveRoom() {
+	select {
+	case s.liveRoom <- struct{}{}:
+	default:
+	}
 }

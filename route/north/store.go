@@ -136,16 +136,16 @@ func (d *drainer) run() bool {
 				return false
 			}
 		}
-		if d.win.len() < s.cfg.Inflight {
-			if d.sent == len(d.queued) && d.flying <= d.maxFlying()/2 {
-				d.refill()
+		if d.sent == len(d.queued) {
+			d.refill()
+		}
+		// A live record is on the wire already: taking it into the
+		// window only waits for its outcome, so no bound holds it back.
+		if d.sent < len(d.queued) && (d.live[d.sent] != nil || d.win.len() < s.cfg.Inflight) {
+			if !d.send() {
+				return false
 			}
-			if d.sent < len(d.queued) {
-				if !d.send() {
-					return false
-				}
-				continue
-			}
+			continue
 		}
 		if !d.idle() {
 			return false
@@ -165,35 +165,35 @@ const minFlying = 4096
 // its own (MQTT, JetStream), the window's bound on slots comes first.
 func (d *drainer) maxFlying() int { return max(d.s.cfg.Inflight, d.s.fly) }
 
-// refill acks what is confirmed, then queues up to half of maxFlying
-// records past the last one sent: the live records that follow it, taken
-// from memory (they were published as they came; the store acks them by
-// walking their headers), else records peeked from the store (it goes on
-// from where the last peek stopped, so each is read once; peekBytes
-// bounds the read). It runs once half of maxFlying or less is in flight,
-// so a refill is a batch, not one read per record confirmed; the records
-// queued here go one by one as the window has room, and the records in
-// flight and queued stay under one and a half maxFlying.
+// refill acks what is confirmed, then queues the records past the last
+// one sent: the live records that follow it, all of them, taken from
+// memory (they were published as they came; the store acks them by
+// walking their headers); else, once half of maxFlying or less is in
+// flight, up to half of maxFlying records peeked from the store (it goes
+// on from where the last peek stopped, so each is read once; peekBytes
+// bounds the read). A refill is a batch, not one read per record
+// confirmed; the records queued go one by one as the window has room, so
+// the drainer's own publishes in flight and queued stay under one and a
+// half maxFlying.
 func (d *drainer) refill() {
 	d.ack()
-	max := d.maxFlying() / 2
 	d.sent, d.queued, d.live = 0, d.queued[:0], d.live[:0]
 	next := d.next
 	if next == 0 { // nothing sent on this connection: from the oldest
 		next = d.s.store.Stats().OldestSeq
 	}
 	if next != 0 {
-		d.queued, d.live = d.s.takeLiveRun(next, max, d.queued, d.live)
-		if len(d.queued) > 0 {
+		d.queued, d.live = d.s.takeLiveRun(next, d.s.liveCap, d.queued, d.live)
+		if len(d.queued) > 0 || d.flying > d.maxFlying()/2 {
 			return
 		}
 	}
 	var recs []StoreRecord
 	var err error
-	if d.next == 0 { // nothing sent on this connection: from the oldest
-		recs, err = d.s.store.Peek(max, peekBytes)
+	if d.next == 0 {
+		recs, err = d.s.store.Peek(d.maxFlying()/2, peekBytes)
 	} else {
-		recs, err = d.s.store.PeekAfter(d.next-1, max, peekBytes)
+		recs, err = d.s.store.PeekAfter(d.next-1, d.maxFlying()/2, peekBytes)
 	}
 	if err != nil {
 		d.s.log.Warn("north: store peek failed", "err", err)
@@ -246,14 +246,15 @@ func (d *drainer) confirm() bool {
 	d.acked, d.unacked = sl.last, d.unacked+sl.n
 	d.flying -= sl.n
 	d.win.pop()
-	if d.win.len() == 0 || d.unacked >= ackRun {
+	if d.unacked >= ackRun {
 		d.ack()
 	}
 	return true
 }
 
-// ackRun is how many confirmed records may wait for one store Ack while
-// more are in flight.
+// ackRun is how many confirmed records may wait for one store Ack (each
+// takes the queue's lock and walks the records' headers); fewer wait for
+// the drainer's next refill or idle.
 const ackRun = 256
 
 // ack acks the store up to the newest confirmed record.
@@ -273,16 +274,13 @@ func (d *drainer) ack() {
 func (d *drainer) idle() bool {
 	s := d.s
 	d.ack()
-	var head, more, appended <-chan struct{}
+	var head, more <-chan struct{}
 	wait := time.Second // nothing in flight: a missed signal costs a second, never a hang
 	if d.win.len() > 0 {
 		head = d.win.oldest().p.Done()
 		wait = time.Until(d.win.oldest().sent.Add(ackTimeout))
 	} else {
 		more = s.store.Wait()
-	}
-	if d.flying <= d.maxFlying()/2 { // room for a refill
-		appended = s.appended
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -294,7 +292,7 @@ func (d *drainer) idle() bool {
 		return false
 	case <-head:
 	case <-more:
-	case <-appended:
+	case <-s.appended: // live records to take, or records for a refill
 	case <-t.C:
 		if d.win.len() > 0 {
 			s.c.failed.Add(uint64(d.flying))

@@ -268,6 +268,18 @@ func (q *Queue) headFromMark() error {
 	return nil
 }
 
+// skipRead is how much skip reads at once to pass the records up to seq:
+// their share of the queue's bytes at its mean record size, and the next
+// header, in whole pages, at most rbuf. A drainer acks often, a few
+// records at a time: reading all of rbuf for each would cost more than
+// the records.
+func (q *Queue) skipRead(seq uint64) int64 {
+	mean := q.used() / max(q.records, 1)
+	want := int64(seq-q.head.seq+1)*mean + recHeaderSize
+	want = (want + 4095) &^ 4095
+	return min(want, int64(len(q.rbuf)))
+}
+
 // skip moves the head past every record up to seq (none peeked: a
 // drainer that had them from elsewhere, as a sink its live messages),
 // reading their headers a chunk at a time into rbuf rather than one
@@ -281,10 +293,7 @@ func (q *Queue) skip(seq uint64) (uint64, error) {
 		if err != nil {
 			return n, err
 		}
-		end := q.head.off + int64(len(q.rbuf))
-		if end > s.size {
-			end = s.size
-		}
+		end := min(q.head.off+q.skipRead(seq), s.size)
 		chunk := q.rbuf[:end-q.head.off]
 		if _, err := f.ReadAt(chunk, q.head.off); err != nil {
 			return n, err
