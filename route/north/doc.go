@@ -31,6 +31,9 @@
 // With a store (route/spool) every message goes through the queue on disk
 // and is acked there only once the broker took it (store.go): at least
 // once, in order per sink, an outage's backlog drained at drain_rate.
+// While the link is up a message is published as it is stored, and its
+// outcome waits in memory (live.go) for the drainer, which confirms it
+// in order without reading it back: only a backlog is read from disk.
 //
 // Publishes in flight are a sliding window (window.go) of inflight slots,
 // oldest first: the next goes as soon as there is room, and the store is

@@ -46,16 +46,18 @@ type Sink struct {
 	// live holds the store records the forward goroutine published as
 	// they came (the link up): the drain goroutine takes their outcome
 	// instead of sending them again. liveMu is held across the Append and
-	// the insert, so a record the drainer peeks is either here or was not
+	// the push, so a record the drainer peeks is either here or was not
 	// published live.
 	liveMu sync.Mutex
-	live   map[uint64]Pending
+	live   liveQueue
 	// Order while the link is up: once a record could not go live (the
 	// live table full), none may until the drainer has sent past it.
-	liveCap  int           // maxLive; tests make it small
+	liveCap  int           // liveCapFor; tests make it small
+	fly      int           // the drainer's least bound on records in flight: minFlying; tests make it small
 	skipped  uint64        // guarded by liveMu: the newest record that skipped the live lane
 	sentUpTo atomic.Uint64 // the newest record the drainer has sent or taken
 	appended chan struct{} // signalled on each Append: the drainer's window may have room
+	liveRoom chan struct{} // signalled when the drainer takes live records: the live queue has room
 
 	// The forward goroutine's (at Close, flushToStore's): one bus batch's
 	// messages for the store, appended together by spoolPending.
@@ -83,7 +85,7 @@ func NewSink(cfg config.NorthSink, gateway string, b *bus.Bus, up Uplink, store 
 	}
 	s := &Sink{name: cfg.Name, src: cfg.Kind + ":" + cfg.Name, gateway: gateway, cfg: cfg, bus: b, up: up, store: store,
 		log: log.With("sink", cfg.Name), change: newChangeTable(cfg.ChangeTable),
-		live: map[uint64]Pending{}, liveCap: maxLive, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
+		liveCap: liveCapFor(cfg), fly: minFlying, wake: make(chan struct{}, 1), appended: make(chan struct{}, 1), liveRoom: make(chan struct{}, 1), linkDown: make(chan struct{}), linkUp: make(chan struct{}, 1), stop: make(chan struct{})}
 	close(s.linkDown) // down until the first connect
 	for _, m := range cfg.Map {
 		s.maps = append(s.maps, mapping{from: m.From, to: compileTemplate(m.To), qos: byte(m.QoS), retain: m.Retain, onChange: m.On == "change"})
@@ -299,10 +301,60 @@ func (s *Sink) settle(inflight *window, wait bool) {
 	inflight.pop()
 }
 
-// maxLive bounds the records published live and not yet confirmed by the
-// drainer (QoS 1 ids are 16 bits, shared with the drainer's batches);
-// past it live messages wait for the drainer like a backlog.
-const maxLive = 16384
+// liveCapFor bounds the records a sink publishes live and the drainer
+// has not yet confirmed (an entry of 24 bytes each); past it live
+// messages wait for the drainer like a backlog. MQTT: 16,384, as QoS 1
+// ids are 16 bits, shared with the drainer's batches. JetStream: 32,768,
+// beside the drainer's window of up to 16,384 under nats.go's bound of
+// 65,536 publishes awaiting an ack. Core NATS: 65,536; its confirmations
+// are flushes, whose round trip under load (a PING queued behind the
+// megabytes before it) is what the live queue must cover.
+func liveCapFor(cfg config.NorthSink) int {
+	switch {
+	case cfg.Kind != "nats":
+		return 16384
+	case cfg.JetStream.Stream != "":
+		return 32768
+	}
+	return 65536
+}
+
+// liveWait bounds how long the forward goroutine waits for room in the
+// live queue (the drainer behind in taking outcomes: not scheduled on a
+// busy machine, say) before its records skip the live lane. A skip sends
+// every later record through the store until the drainer has caught up
+// with the bus, each read back and published by the drainer, which under
+// a steady load it may never do: a short wait is the cheaper path. The
+// bus queue holds what comes meanwhile.
+const liveWait = 100 * time.Millisecond
+
+// waitLiveRoom waits, while the link is up and the live lane open, until
+// the live queue has room for n more records, at most liveWait.
+func (s *Sink) waitLiveRoom(n int) {
+	n = min(n, s.liveCap)
+	var t *time.Timer
+	for {
+		s.liveMu.Lock()
+		room := s.live.len()+n <= s.liveCap || s.sentUpTo.Load() < s.skipped
+		s.liveMu.Unlock()
+		if room || !s.up.Up() {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(liveWait)
+			defer t.Stop()
+		}
+		select {
+		case <-s.liveRoom:
+		case <-t.C:
+			return
+		case <-s.stop:
+			return
+		case <-s.down():
+			return
+		}
+	}
+}
 
 // spoolPending appends the messages route gathered to the store, in one
 // AppendBatch (one write), and while the link is up publishes each at
@@ -326,6 +378,7 @@ func (s *Sink) spoolPending() {
 		start = end
 	}
 	pend, recs, spooled := s.pend, s.recs, 0
+	s.waitLiveRoom(len(pend))
 	s.liveMu.Lock()
 	for len(recs) > 0 {
 		first, n, err := s.store.AppendBatch(recs)
@@ -362,8 +415,8 @@ func (s *Sink) publishLive(first uint64, outs []outbound) {
 	}
 	for i, out := range outs {
 		seq := first + uint64(i)
-		if len(s.live) < s.liveCap && s.sentUpTo.Load() >= s.skipped {
-			s.live[seq] = s.up.Publish(out.topic, out.payload, out.qos, out.retain)
+		if s.live.len() < s.liveCap && s.sentUpTo.Load() >= s.skipped {
+			s.live.push(seq, s.up.Publish(out.topic, out.payload, out.qos, out.retain))
 		} else {
 			s.skipped = seq
 		}

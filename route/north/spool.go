@@ -44,27 +44,17 @@ func (s spoolStore) AppendBatch(batch [][]byte) (uint64, int, error) {
 	return first, n, err
 }
 
-func (s spoolStore) Peek(max, maxBytes int) ([]StoreRecord, error) {
-	return storeRecords(s.q.Peek(max, maxBytes))
-}
+func (s spoolStore) Peek(max, maxBytes int) ([]StoreRecord, error) { return s.q.Peek(max, maxBytes) }
 
 func (s spoolStore) PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error) {
-	return storeRecords(s.q.PeekAfter(after, max, maxBytes))
-}
-
-func storeRecords(recs []spool.Record, err error) ([]StoreRecord, error) {
-	out := make([]StoreRecord, len(recs))
-	for i, r := range recs {
-		out[i] = StoreRecord{Seq: r.Seq, Time: r.Time, Data: r.Data}
-	}
-	return out, err
+	return s.q.PeekAfter(after, max, maxBytes)
 }
 
 func (s spoolStore) Ack(seq uint64) error { return s.q.Ack(seq) }
 
 func (s spoolStore) Stats() StoreStats {
 	st := s.q.Stats()
-	return StoreStats{Records: st.Records, Bytes: st.Bytes, Oldest: st.Oldest, Dropped: st.Dropped}
+	return StoreStats{Records: st.Records, Bytes: st.Bytes, Oldest: st.Oldest, OldestSeq: st.OldestSeq, Dropped: st.Dropped}
 }
 
 func (s spoolStore) Wait() <-chan struct{} { return s.q.Wait() }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/edgemux/edgemux/route/spool"
 )
 
 // Store is a sink's bounded on-disk queue (route/spool's Queue, through a
@@ -26,17 +28,15 @@ type Store interface {
 	Close() error
 }
 
-// StoreRecord is one queued message.
-type StoreRecord struct {
-	Seq  uint64
-	Time time.Time // when it was appended
-	Data []byte
-}
+// StoreRecord is one queued message: its seq, when it was appended, its
+// data.
+type StoreRecord = spool.Record
 
 // StoreStats is what the metrics show of a store.
 type StoreStats struct {
 	Records, Bytes int64
 	Oldest         time.Time // zero when empty
+	OldestSeq      uint64    // the oldest record's seq; 0 when empty
 	Dropped        uint64    // records dropped at the cap (policy oldest)
 }
 
@@ -116,12 +116,13 @@ type drainer struct {
 	down    <-chan struct{}
 	since   time.Time     // the connection's start: records older are backlog
 	win     window        // sent, awaiting the broker
-	queued  []StoreRecord // peeked, not yet sent
+	queued  []StoreRecord // queued[sent:] are peeked (or live), not yet sent
 	live    []Pending     // queued's live publishes (nil: not published live)
-	next    uint64        // the first seq not yet sent (0: none sent)
-	flying  int           // records in the window
-	acked   uint64        // the newest seq confirmed and not yet acked in the store (0: none)
-	unacked int           // records confirmed since the last Ack
+	sent    int
+	next    uint64 // the first seq not yet sent (0: none sent)
+	flying  int    // records in the window
+	acked   uint64 // the newest seq confirmed and not yet acked in the store (0: none)
+	unacked int    // records confirmed since the last Ack
 }
 
 // run drains until the link goes down, the sink stops or a publish fails
@@ -135,16 +136,16 @@ func (d *drainer) run() bool {
 				return false
 			}
 		}
-		if d.win.len() < s.cfg.Inflight {
-			if len(d.queued) == 0 && d.flying <= s.cfg.Inflight/2 {
-				d.refill()
+		if d.sent == len(d.queued) {
+			d.refill()
+		}
+		// A live record is on the wire already: taking it into the
+		// window only waits for its outcome, so no bound holds it back.
+		if d.sent < len(d.queued) && (d.live[d.sent] != nil || d.win.len() < s.cfg.Inflight) {
+			if !d.send() {
+				return false
 			}
-			if len(d.queued) > 0 {
-				if !d.send() {
-					return false
-				}
-				continue
-			}
+			continue
 		}
 		if !d.idle() {
 			return false
@@ -152,34 +153,60 @@ func (d *drainer) run() bool {
 	}
 }
 
-// refill acks what is confirmed, then peeks up to inflight records past
-// the last one sent (the store goes on from where the last peek stopped,
-// so each record is read once). It runs once half the window or less is
-// in flight, so a refill is a batch, not one read per record confirmed;
-// the records queued here go one by one as slots free, and the records
-// in flight stay under one and a half inflight (core NATS puts many in
-// one slot).
+// minFlying is the fewest records the drainer keeps in flight when its
+// slots allow: core NATS puts every record written before one flush in
+// one slot, so inflight (which bounds slots) would let a few hundred
+// records through per flush round trip; a window of 4,096 records keeps
+// the connection busy while a flush is out.
+const minFlying = 4096
+
+// maxFlying bounds the records in flight (and peeked, not yet sent):
+// inflight, or minFlying if that is more. Where each record is a slot of
+// its own (MQTT, JetStream), the window's bound on slots comes first.
+func (d *drainer) maxFlying() int { return max(d.s.cfg.Inflight, d.s.fly) }
+
+// refill acks what is confirmed, then queues the records past the last
+// one sent: the live records that follow it, all of them, taken from
+// memory (they were published as they came; the store acks them by
+// walking their headers); else, once half of maxFlying or less is in
+// flight, up to half of maxFlying records peeked from the store (it goes
+// on from where the last peek stopped, so each is read once; peekBytes
+// bounds the read). A refill is a batch, not one read per record
+// confirmed; the records queued go one by one as the window has room, so
+// the drainer's own publishes in flight and queued stay under one and a
+// half maxFlying.
 func (d *drainer) refill() {
 	d.ack()
+	d.sent, d.queued, d.live = 0, d.queued[:0], d.live[:0]
+	next := d.next
+	if next == 0 { // nothing sent on this connection: from the oldest
+		next = d.s.store.Stats().OldestSeq
+	}
+	if next != 0 {
+		d.queued, d.live = d.s.takeLiveRun(next, d.s.liveCap, d.queued, d.live)
+		if len(d.queued) > 0 || d.flying > d.maxFlying()/2 {
+			return
+		}
+	}
 	var recs []StoreRecord
 	var err error
-	if d.next == 0 { // nothing sent on this connection: from the oldest
-		recs, err = d.s.store.Peek(d.s.cfg.Inflight, peekBytes)
+	if d.next == 0 {
+		recs, err = d.s.store.Peek(d.maxFlying()/2, peekBytes)
 	} else {
-		recs, err = d.s.store.PeekAfter(d.next-1, d.s.cfg.Inflight, peekBytes)
+		recs, err = d.s.store.PeekAfter(d.next-1, d.maxFlying()/2, peekBytes)
 	}
 	if err != nil {
 		d.s.log.Warn("north: store peek failed", "err", err)
 	}
-	d.queued = recs
-	d.live = d.s.takeLive(recs, d.live[:0])
+	d.queued = append(d.queued, recs...)
+	d.live = d.s.takeLive(recs, d.live)
 }
 
 // send puts the oldest queued record in flight: its live publish if the
 // forward goroutine made one, else a publish of its own (paced when it is
 // backlog). False when the sink stopped while pacing.
 func (d *drainer) send() bool {
-	s, r, live := d.s, d.queued[0], d.live[0]
+	s, r, live := d.s, d.queued[d.sent], d.live[d.sent]
 	if live != nil {
 		d.win.add(live, r.Seq, false)
 	} else if out, err := decodeRecord(r.Data); err != nil {
@@ -192,8 +219,8 @@ func (d *drainer) send() bool {
 		d.win.add(s.up.Publish(out.topic, out.payload, out.qos, out.retain), r.Seq, backlog)
 	}
 	s.sentUpTo.Store(r.Seq) // only now: a live message may follow it onto the connection
-	d.queued[0], d.live[0] = StoreRecord{}, nil
-	d.queued, d.live = d.queued[1:], d.live[1:]
+	d.queued[d.sent], d.live[d.sent] = StoreRecord{}, nil
+	d.sent++
 	d.next = r.Seq + 1
 	d.flying++
 	return true
@@ -219,14 +246,15 @@ func (d *drainer) confirm() bool {
 	d.acked, d.unacked = sl.last, d.unacked+sl.n
 	d.flying -= sl.n
 	d.win.pop()
-	if d.win.len() == 0 || d.unacked >= ackRun {
+	if d.unacked >= ackRun {
 		d.ack()
 	}
 	return true
 }
 
-// ackRun is how many confirmed records may wait for one store Ack while
-// more are in flight.
+// ackRun is how many confirmed records may wait for one store Ack (each
+// takes the queue's lock and walks the records' headers); fewer wait for
+// the drainer's next refill or idle.
 const ackRun = 256
 
 // ack acks the store up to the newest confirmed record.
@@ -246,16 +274,13 @@ func (d *drainer) ack() {
 func (d *drainer) idle() bool {
 	s := d.s
 	d.ack()
-	var head, more, appended <-chan struct{}
+	var head, more <-chan struct{}
 	wait := time.Second // nothing in flight: a missed signal costs a second, never a hang
 	if d.win.len() > 0 {
 		head = d.win.oldest().p.Done()
 		wait = time.Until(d.win.oldest().sent.Add(ackTimeout))
 	} else {
 		more = s.store.Wait()
-	}
-	if d.flying <= s.cfg.Inflight/2 { // room for a refill
-		appended = s.appended
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -267,7 +292,7 @@ func (d *drainer) idle() bool {
 		return false
 	case <-head:
 	case <-more:
-	case <-appended:
+	case <-s.appended: // live records to take, or records for a refill
 	case <-t.C:
 		if d.win.len() > 0 {
 			s.c.failed.Add(uint64(d.flying))
@@ -275,23 +300,6 @@ func (d *drainer) idle() bool {
 		}
 	}
 	return true
-}
-
-// takeLive removes the live publishes of recs from the live table, in
-// one hold of its lock (the forward goroutine holds it across each
-// Append), and returns them beside recs in out (nil: not published live).
-// One that failed is sent again by the drainer on its next round.
-func (s *Sink) takeLive(recs []StoreRecord, out []Pending) []Pending {
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	for _, r := range recs {
-		p := s.live[r.Seq]
-		if p != nil {
-			delete(s.live, r.Seq)
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // pacer spaces events at a rate: a token bucket one second deep, so a

@@ -99,8 +99,13 @@ func TestMQTTBrokerRestart(t *testing.T) {
 	br.Stop()
 	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
 	publishRange(t, b, before, before+during)
-	routetest.Eventually(t, "the backlog on disk", func() bool { return s.Stats().QueueRecords == during })
-	if st := s.Stats(); st.QueueBytes <= 0 || st.OldestAge < 0 || st.Spooled != before+during {
+	// The counter follows the append (the queue shows a batch before the
+	// forward goroutine has counted it): wait for both.
+	routetest.Eventually(t, "the backlog on disk", func() bool {
+		st := s.Stats()
+		return st.QueueRecords == during && st.Spooled == before+during
+	})
+	if st := s.Stats(); st.QueueBytes <= 0 || st.OldestAge < 0 {
 		t.Fatalf("while down: %+v", st)
 	}
 

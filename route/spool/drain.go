@@ -100,8 +100,6 @@ func (q *Queue) resume(after uint64) (seg int, off int64, next uint64, ok bool) 
 // peekWalk is what Peek has gathered so far.
 type peekWalk struct {
 	recs     []Record
-	blob     []byte // the records' data, one after another
-	ends     []int  // where each record's data ends in blob
 	total    int
 	maxBytes int
 	full     bool // the next record would pass maxBytes
@@ -109,13 +107,21 @@ type peekWalk struct {
 	from     uint64 // records before this seq are checked and marked, not kept
 }
 
-func (w *peekWalk) finish() []Record {
-	start := 0
-	for i := range w.recs {
-		w.recs[i].Data = w.blob[start:w.ends[i]:w.ends[i]]
-		start = w.ends[i]
+func (w *peekWalk) finish() []Record { return w.recs }
+
+// own copies the data of recs, which point into the read buffer, into
+// one allocation of their exact size: each chunk's records cost one
+// allocation, and none is copied twice.
+func own(recs []Record) {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Data)
 	}
-	return w.recs
+	blob := make([]byte, n)
+	for i := range recs {
+		k := copy(blob, recs[i].Data)
+		recs[i].Data, blob = blob[:k:k], blob[k:]
+	}
 }
 
 // peekChunk reads from segment seg at off into rbuf and takes the whole
@@ -131,7 +137,8 @@ func (q *Queue) peekChunk(w *peekWalk, seg int, off int64, next uint64, max int)
 	if _, err := f.ReadAt(q.rbuf[:n], off); err != nil {
 		return 0, err
 	}
-	p := 0
+	p, kept := 0, len(w.recs)
+	defer func() { own(w.recs[kept:]) }() // before the next read reuses rbuf
 	w.next = next
 	for len(w.recs) < max {
 		if n-p < recHeaderSize {
@@ -159,14 +166,12 @@ func (q *Queue) peekChunk(w *peekWalk, seg int, off int64, next uint64, max int)
 			return 0, ErrCorrupt
 		}
 		if keep {
-			w.recs = append(w.recs, Record{Seq: h.seq, Time: time.Unix(0, h.time)})
-			w.blob = append(w.blob, data...)
-			w.ends = append(w.ends, len(w.blob))
+			w.recs = append(w.recs, Record{Seq: h.seq, Time: time.Unix(0, h.time), Data: data})
 			w.total += int(h.len)
 		}
 		p += frame
 		w.next++
-		q.marks = append(q.marks, mark{seq: h.seq, seg: s.first, end: off + int64(p)})
+		q.marks = append(q.marks, mark{seq: h.seq, seg: s.first, end: off + int64(p), size: int64(frame), time: h.time})
 	}
 	if n-p < recHeaderSize && p == 0 {
 		return 0, ErrCorrupt // a segment that ends inside a header
@@ -219,8 +224,9 @@ func (q *Queue) Ack(seq uint64) error {
 }
 
 // ackLocked moves the head past seq and returns how many records left.
-// Records the last Peek returned are skipped by their marks; any others
-// by reading their headers.
+// Records the last Peek returned are skipped by their marks (and the
+// mark after them is the new head, read from no file); any others by
+// walking their headers (skip).
 func (q *Queue) ackLocked(seq uint64) (uint64, error) {
 	var n uint64
 	if q.records > 0 && len(q.marks) > 0 && q.marks[0].seq == q.head.seq {
@@ -236,16 +242,85 @@ func (q *Queue) ackLocked(seq uint64) (uint64, error) {
 			q.records -= int64(k)
 			n = uint64(k)
 			q.marks = q.marks[:copy(q.marks, q.marks[k:])]
-			if err := q.settleHead(); err != nil {
+			if err := q.headFromMark(); err != nil {
 				return n, err
 			}
 		}
 	}
+	k, err := q.skip(seq)
+	return n + k, err
+}
+
+// headFromMark settles the head after an ack by marks: the first mark
+// left, if any, is the head record already read; else its header is
+// read.
+func (q *Queue) headFromMark() error {
+	if q.records == 0 || len(q.marks) == 0 {
+		return q.settleHead()
+	}
+	m := q.marks[0]
+	for len(q.segs) > 1 && q.segs[0].first != m.seg {
+		if err := q.removeOldest(); err != nil {
+			return err
+		}
+	}
+	q.head = head{off: m.end - m.size, seq: m.seq, size: m.size, time: m.time}
+	return nil
+}
+
+// skipRead is how much skip reads at once to pass the records up to seq:
+// their share of the queue's bytes at its mean record size, and the next
+// header, in whole pages, at most rbuf. A drainer acks often, a few
+// records at a time: reading all of rbuf for each would cost more than
+// the records.
+func (q *Queue) skipRead(seq uint64) int64 {
+	mean := q.used() / max(q.records, 1)
+	want := int64(seq-q.head.seq+1)*mean + recHeaderSize
+	want = (want + 4095) &^ 4095
+	return min(want, int64(len(q.rbuf)))
+}
+
+// skip moves the head past every record up to seq (none peeked: a
+// drainer that had them from elsewhere, as a sink its live messages),
+// reading their headers a chunk at a time into rbuf rather than one
+// read a record. Their CRCs are not checked: they are leaving.
+func (q *Queue) skip(seq uint64) (uint64, error) {
+	var n uint64
 	for q.records > 0 && q.head.seq <= seq {
-		if err := q.pop(); err != nil {
+		q.marks = q.marks[:0]
+		s := q.segs[0]
+		f, err := q.fileFor(0)
+		if err != nil {
 			return n, err
 		}
-		n++
+		end := min(q.head.off+q.skipRead(seq), s.size)
+		chunk := q.rbuf[:end-q.head.off]
+		if _, err := f.ReadAt(chunk, q.head.off); err != nil {
+			return n, err
+		}
+		// The head's header is known; each step moves past the head and
+		// reads the next one's from the chunk while it is there.
+		base, known := q.head.off, true
+		for known && q.records > 0 && q.head.seq <= seq {
+			q.head.off += q.head.size
+			q.records--
+			n++
+			known = false
+			if p := q.head.off - base; q.records > 0 && q.head.off < s.size && p+recHeaderSize <= int64(len(chunk)) {
+				h := parseRecHeader(chunk[p:])
+				size := recHeaderSize + int64(h.len)
+				if h.seq != q.head.seq+1 || h.len > HardMaxRecord || q.head.off+size > s.size {
+					return n, ErrCorrupt
+				}
+				q.head.seq, q.head.size, q.head.time = h.seq, size, h.time
+				known = true
+			}
+		}
+		if !known {
+			if err := q.settleHead(); err != nil {
+				return n, err
+			}
+		}
 	}
 	return n, nil
 }

@@ -38,6 +38,7 @@ type Stats struct {
 	Bytes     int64     // bytes the cap applies to: their frames + segment headers
 	DiskBytes int64     // bytes of the segment files (Bytes + the acked head of the oldest)
 	Oldest    time.Time // when the oldest record was appended; zero when empty
+	OldestSeq uint64    // the oldest record's seq; 0 when empty
 	Appended  uint64
 	Acked     uint64 // records removed by Ack
 	Dropped   uint64 // records dropped at the cap (DropOldest)
@@ -69,6 +70,8 @@ type head struct {
 type mark struct {
 	seq, seg uint64 // the record's seq and its segment's first seq
 	end      int64
+	size     int64 // framed: header + data
+	time     int64 // its header's
 }
 
 // Queue is a bounded on-disk FIFO of records. All methods are safe for
@@ -231,7 +234,7 @@ func (q *Queue) Stats() Stats {
 	s.Records, s.Bytes, s.DiskBytes = q.records, q.used(), q.disk
 	s.Syncs = q.syncs.Load()
 	if q.records > 0 {
-		s.Oldest = time.Unix(0, q.head.time)
+		s.Oldest, s.OldestSeq = time.Unix(0, q.head.time), q.head.seq
 	}
 	return s
 }

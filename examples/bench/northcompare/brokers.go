@@ -88,7 +88,7 @@ func (b *benchmark) mqttDirect(url string) result {
 		window = append(window, cl.Publish(b.topic(i), 1, false, b.payload))
 	}
 	rc.wait(b.n)
-	return result{b.n, time.Since(start), ""}
+	return result{count: b.n, d: time.Since(start)}
 }
 
 // natsDirect: one nats.go connection publishing, flushed at the end.
@@ -104,7 +104,7 @@ func (b *benchmark) natsDirect(url string) result {
 	}
 	check(pub.Flush())
 	rc.wait(b.n)
-	return result{b.n, time.Since(start), ""}
+	return result{count: b.n, d: time.Since(start)}
 }
 
 // jsStream is the bench's stream, made afresh (file storage), and a wait
@@ -155,7 +155,7 @@ func (b *benchmark) jsDirect(url string) result {
 	}
 	<-js.PublishAsyncComplete()
 	rc.wait(b.n)
-	return result{b.n, time.Since(start), ""}
+	return result{count: b.n, d: time.Since(start)}
 }
 
 // natsBench runs natscli's `nats bench pub` (one client, the same count

@@ -11,6 +11,8 @@
 //	go run ./examples/bench/northcompare -n 100000
 //	examples/bench/northcompare/run.sh            # with `nats bench` too
 //
+// Beside each rate is the CPU this process spent per message (the sink,
+// the bus, the store and the subscriber that counts; not the broker).
 // Each figure is the time from the first publish until a subscriber on the
 // broker has received every message (JetStream: until the stream holds
 // them all; a drain: from the link up). It starts mosquitto and
@@ -28,6 +30,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -40,13 +43,13 @@ func main() {
 	natsCLI := flag.String("natscli", "", "path of natscli's nats binary for a `nats bench pub` ceiling (run.sh installs one); empty: that row is left out")
 	inflight := flag.Int("inflight", 256, "the sinks' inflight (their window) and the JetStream ceiling's window")
 	only := flag.String("only", "", "run only the rows whose name contains this (with their broker's ceiling)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the rows run (not of the ceilings) here")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		check(err)
-		check(pprof.StartCPUProfile(f))
-		defer pprof.StopCPUProfile()
+		profile = f
+		defer f.Close()
 	}
 	dir, err := os.MkdirTemp("", "northcompare-")
 	check(err)
@@ -67,25 +70,35 @@ func main() {
 	fmt.Printf("messages=%d topics=%d size=%d outage=%v rate=%d/s  %s  loadavg %s", b.n, b.topics, len(payload), b.outage, b.rate,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), load)
 
-	b.ceiling("mqtt ceiling (paho direct, QoS 1, window 64; mosquitto_pub-style)", func() result { return b.mqttDirect(mq.url) })
+	if b.wants("mqtt") {
+		b.ceiling("mqtt ceiling (paho direct, QoS 1, window 64; mosquitto_pub-style)", func() result { return b.mqttDirect(mq.url) })
+	}
 	b.row("edgemux bus -> mqtt (QoS 1)", func() result { return b.sink(mq.url, "mqtt", "", false) })
 	b.row("edgemux bus -> mqtt (QoS 1, store)", func() result { return b.sink(mq.url, "mqtt", "", true) })
 	b.row("edgemux mqtt drain of a burst backlog", func() result { return b.drain(mq.url, "mqtt") })
 	b.row(fmt.Sprintf("edgemux mqtt drain after a %v outage", b.outage), func() result { return b.outageDrain(mq.url, "mqtt") })
 
-	b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
-	if *natsCLI != "" {
-		b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
+	if b.wants("nats") {
+		b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
+		if *natsCLI != "" {
+			b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
+		}
 	}
 	b.row("edgemux bus -> nats (core, QoS 1)", func() result { return b.sink(ns.url, "nats", "", false) })
 	b.row("edgemux bus -> nats (core, QoS 1, store)", func() result { return b.sink(ns.url, "nats", "", true) })
 	b.row("edgemux nats drain of a burst backlog", func() result { return b.drain(ns.url, "nats") })
 	b.row(fmt.Sprintf("edgemux nats drain after a %v outage", b.outage), func() result { return b.outageDrain(ns.url, "nats") })
 
-	b.ceiling(fmt.Sprintf("jetstream ceiling (nats.go PublishAsync, window %d)", b.inflight), func() result { return b.jsDirect(ns.url) })
+	if b.wants("jetstream") {
+		b.ceiling(fmt.Sprintf("jetstream ceiling (nats.go PublishAsync, window %d)", b.inflight), func() result { return b.jsDirect(ns.url) })
+	}
 	b.row(fmt.Sprintf("edgemux bus -> jetstream (window %d)", b.inflight), func() result { return b.sink(ns.url, "nats", jsStream, false) })
 	b.row(fmt.Sprintf("edgemux bus -> jetstream (window %d, store)", b.inflight), func() result { return b.sink(ns.url, "nats", jsStream, true) })
 }
+
+// profile, when set by -cpuprofile, takes a CPU profile of the first row
+// that runs (pick it with -only).
+var profile *os.File
 
 type server struct {
 	*exec.Cmd
@@ -136,15 +149,17 @@ type result struct {
 	count int
 	d     time.Duration
 	note  string
+	cpu   time.Duration // the CPU of the timed part, where the row measures it (drains)
 }
 
 func (r result) rate() float64 { return float64(r.count) / r.d.Seconds() }
 
 // ceiling prints a broker's ceiling: the rows after it are read against it.
 func (b *benchmark) ceiling(what string, run func() result) {
+	cpu := cpuTime()
 	r := run()
 	b.top = r.rate()
-	fmt.Printf("%-62s %9.0f msgs/s   100 %%  (%d in %v)\n", what, r.rate(), r.count, r.d.Round(time.Millisecond))
+	fmt.Printf("%-62s %9.0f msgs/s   100 %%  %5.2f us  (%d in %v)\n", what, r.rate(), perMessage(cpu, r), r.count, r.d.Round(time.Millisecond))
 }
 
 // row prints a figure and its share of the ceiling.
@@ -152,8 +167,27 @@ func (b *benchmark) row(what string, run func() result) {
 	if !strings.Contains(what, b.only) {
 		return
 	}
+	if profile != nil {
+		check(pprof.StartCPUProfile(profile))
+	}
+	cpu := cpuTime()
 	r := run()
-	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/b.top, r.count, r.d.Round(time.Millisecond), r.note)
+	if profile != nil {
+		pprof.StopCPUProfile()
+		profile = nil // one row per profile: the first that runs
+	}
+	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  %5.2f us  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/b.top, perMessage(cpu, r), r.count, r.d.Round(time.Millisecond), r.note)
+}
+
+// wants reports whether broker's ceiling runs: unless -only names
+// another broker (its rows' names have the broker's name), a ceiling with
+// no row of its own is skipped.
+func (b *benchmark) wants(broker string) bool {
+	named := false
+	for _, k := range []string{"mqtt", "nats", "jetstream"} {
+		named = named || strings.Contains(b.only, k)
+	}
+	return !named || strings.Contains(b.only, broker)
 }
 
 // figure prints another tool's figure beside the ceiling (msgs/s as the
@@ -171,6 +205,27 @@ func (b *benchmark) figure(what string, run func() float64) {
 }
 
 func (b *benchmark) topic(i int) string { return "bench/t" + strconv.Itoa(i%b.topics) }
+
+// cpuTime is this process's CPU time so far (user and system, every
+// thread): the sink, the bus, the store, the relay and the subscriber
+// counting arrivals, not the broker.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perMessage is the CPU this process spent on the row since before (or
+// the row's own r.cpu), per message, in microseconds. It includes the
+// row's setup (connecting, opening a store); the drain rows count from
+// the link's opening.
+func perMessage(before time.Duration, r result) float64 {
+	cpu := cpuTime() - before
+	if r.cpu > 0 {
+		cpu = r.cpu
+	}
+	return float64(cpu) / float64(time.Microsecond) / float64(max(r.count, 1))
+}
 
 func check(err error) {
 	if err != nil {

@@ -50,7 +50,7 @@ func (b *benchmark) sink(url, kind, stream string, store bool) result {
 		check(bb.Publish(b.topic(i), b.payload, "bench"))
 	}
 	rc.wait(b.n)
-	return result{b.n, time.Since(start), ""}
+	return result{count: b.n, d: time.Since(start)}
 }
 
 // relayed is a sink of kind reaching the broker at url through a relay
@@ -67,12 +67,12 @@ func (b *benchmark) relayed(url, kind string) (*relay, *bus.Bus, *north.Set) {
 // link up until the subscriber has them all (the reconnect's backoff,
 // up to 5 s after a long outage, is not the drain's: it is printed).
 func drainFrom(r *relay, set *north.Set, rc receiver, count int) result {
-	opened := time.Now()
+	opened, cpu := time.Now(), cpuTime()
 	r.open.Store(true)
 	waitUp(set)
 	start := time.Now()
 	rc.wait(count)
-	return result{count, time.Since(start), fmt.Sprintf("; link back %v after the broker", start.Sub(opened).Round(time.Millisecond))}
+	return result{count: count, d: time.Since(start), note: fmt.Sprintf("; link back %v after the broker", start.Sub(opened).Round(time.Millisecond)), cpu: cpuTime() - cpu}
 }
 
 // drain: n messages queued at once while the broker is unreachable, then
