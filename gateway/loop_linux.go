@@ -157,6 +157,9 @@ func (l *loop) run() {
 	l.openInlineDatagrams()
 	for {
 		timeout := int(loopTick / time.Millisecond)
+		if l.quiet() {
+			timeout = int(quietWait / time.Millisecond)
+		}
 		if l.dgWait > 0 {
 			// Round up: epoll_wait counts whole milliseconds, and waking
 			// before a datagram handler's deadline would only wait again.
@@ -216,6 +219,13 @@ func (l *loop) run() {
 		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
+}
+
+// quiet reports whether the loop has no deadline of its own: no sniff
+// deadline on its wheel, no accept pause, no worker of its own to tick.
+// It then sleeps until an event or quietWait, not every loopTick.
+func (l *loop) quiet() bool {
+	return l.wheel.len() == 0 && !l.paused && len(l.inline) == 0
 }
 
 // wait returns the epoll events ready now, or waits up to timeoutMs for
