@@ -129,12 +129,12 @@ func (l *loop) udpFD() int {
 func (l *loop) openUDP(addr netip.AddrPort) (*udpSocket, error) {
 	c := l.g.cfg.UDP
 	u, err := openUDP(addr, udpOptions{batch: c.Batch, maxDatagram: c.MaxDatagram,
-		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer})
+		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer, receiveDelay: c.ReceiveDelay})
 	if err != nil {
 		return nil, err
 	}
 	l.udp = u
-	return u, l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, unix.EPOLLIN|unix.EPOLLET)
+	return u, l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, u.epollEvents())
 }
 
 // post sets command bits and wakes the loop. Safe from any goroutine.
@@ -168,6 +168,7 @@ func (l *loop) run() {
 		if l.hasBacklog() || l.udpAgain || len(l.dirty) > 0 {
 			timeout = 1
 		}
+		timeout = l.udpPollTimeout(timeout)
 		if l.woke {
 			// A channel wake puts the worker on this loop's P; yield once
 			// so it runs now rather than when the runtime steals it back
@@ -194,7 +195,7 @@ func (l *loop) run() {
 			case l.lfd:
 				l.accept(rt)
 			case l.udpFD():
-				l.drainUDP()
+				l.udpReadable()
 			default:
 				if i == sample {
 					l.st.begin()
@@ -209,6 +210,7 @@ func (l *loop) run() {
 			l.udpAgain = false
 			l.drainUDP()
 		}
+		l.udpPoll()
 		if len(l.dirty) > 0 {
 			l.publishDatagrams(l.ahead)
 		}
