@@ -34,6 +34,7 @@ type idleResult struct {
 	cpuIdle          float64 // share of a core
 	cpuEmpty         float64 // the same before any session: the server's own timers
 	dgramRate        float64 // datagrams a second in and out of the server in the idle window (the clients' count); 0: not counted
+	dgramIn          float64 // of which to the server
 }
 
 // nsPerDatagram is the idle CPU above the empty server's over the
@@ -54,13 +55,11 @@ type datagramCounter interface {
 
 // datagramsOf is the clients' datagrams written and read so far; 0 for a
 // stack that does not count them.
-func datagramsOf(cs clients) int64 {
-	dc, ok := cs.(datagramCounter)
-	if !ok {
-		return 0
+func datagramsOf(cs clients) (sent, got int64) {
+	if dc, ok := cs.(datagramCounter); ok {
+		return dc.datagrams()
 	}
-	sent, got := dc.datagrams()
-	return sent + got
+	return 0, 0
 }
 
 func (r idleResult) heapPerSession() float64 {
@@ -121,12 +120,14 @@ func runIdle(st stack, cfg idleConfig) (idleResult, error) {
 	if err != nil {
 		return res, err
 	}
-	dgrams := datagramsOf(cs)
+	sent0, got0 := datagramsOf(cs)
 	time.Sleep(cfg.idle)
 	if res.after, err = ch.ask("stats"); err != nil {
 		return res, err
 	}
-	res.dgramRate = float64(datagramsOf(cs)-dgrams) / cfg.idle.Seconds()
+	sent, got := datagramsOf(cs)
+	res.dgramIn = float64(sent-sent0) / cfg.idle.Seconds()
+	res.dgramRate = res.dgramIn + float64(got-got0)/cfg.idle.Seconds()
 	res.held = int(res.after.Sessions)
 	res.cpuIdle = float64(res.after.CPU-before.CPU) / float64(cfg.idle)
 	return res, nil

@@ -43,6 +43,9 @@ func serveRUDP(app *serverApp, _ bool) (server, error) {
 	cfg.Loops = 2 // one per core here
 	cfg.Pools["rudp"] = config.Pool{Workers: 2}
 	cfg.UDP.Routes = map[string]string{"rudp": "rudp"}
+	if d, err := time.ParseDuration(os.Getenv(envReceiveDelay)); err == nil {
+		cfg.UDP.ReceiveDelay = d
+	}
 	h, err := rudp.NewHandler(rudpConfig(), rudpApp{app})
 	if err != nil {
 		return nil, err
@@ -156,6 +159,9 @@ func (cs *rudpClients) datagrams() (sent, got int64) {
 const (
 	envRUDPKeepalive   = "UDPCOMPARE_RUDP_KEEPALIVE"
 	envRUDPIdleTimeout = "UDPCOMPARE_RUDP_IDLE_TIMEOUT"
+	// envReceiveDelay is the gateway's udp.receive_delay (unset: its
+	// default).
+	envReceiveDelay = "UDPCOMPARE_RECEIVE_DELAY"
 )
 
 // rudpConfig is the rudp.Config of both ends: the defaults but for the
