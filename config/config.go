@@ -170,6 +170,10 @@ type UDP struct {
 	WriteBuffer int               `yaml:"write_buffer"` // SO_SNDBUF asked for per socket (bytes); 0 = the kernel's default
 	Queue       int               `yaml:"queue"`        // datagram batches in flight from each loop to each worker
 	Routes      map[string]string `yaml:"routes"`       // datagram class (coap | rudp) -> pool; a class with no route is counted and dropped
+
+	// ReceiveDelay: while datagrams keep coming, a loop reads its socket
+	// this often rather than at each one (receive moderation); 0 = off.
+	ReceiveDelay time.Duration `yaml:"receive_delay"`
 }
 
 // RUDP tunes the reliable UDP core (protocols/rudp, README "Configuration"):

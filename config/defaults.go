@@ -104,7 +104,7 @@ func Defaults() Config {
 		Admin: defaultAdmin(),
 		UDP: UDP{
 			Enabled: true, Batch: 16, MaxDatagram: 2048,
-			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8,
+			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8, ReceiveDelay: 2 * time.Millisecond,
 			Routes: map[string]string{"rudp": "private", "coap": "coap"},
 		},
 		RUDP: RUDP{

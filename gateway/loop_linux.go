@@ -129,12 +129,12 @@ func (l *loop) udpFD() int {
 func (l *loop) openUDP(addr netip.AddrPort) (*udpSocket, error) {
 	c := l.g.cfg.UDP
 	u, err := openUDP(addr, udpOptions{batch: c.Batch, maxDatagram: c.MaxDatagram,
-		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer})
+		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer, receiveDelay: c.ReceiveDelay})
 	if err != nil {
 		return nil, err
 	}
 	l.udp = u
-	return u, l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, unix.EPOLLIN|unix.EPOLLET)
+	return u, l.ctl(unix.EPOLL_CTL_ADD, u.fd, 0, u.epollEvents())
 }
 
 // post sets command bits and wakes the loop. Safe from any goroutine.
@@ -157,6 +157,9 @@ func (l *loop) run() {
 	l.openInlineDatagrams()
 	for {
 		timeout := int(loopTick / time.Millisecond)
+		if l.quiet() {
+			timeout = int(quietWait / time.Millisecond)
+		}
 		if l.dgWait > 0 {
 			// Round up: epoll_wait counts whole milliseconds, and waking
 			// before a datagram handler's deadline would only wait again.
@@ -165,6 +168,7 @@ func (l *loop) run() {
 		if l.hasBacklog() || l.udpAgain || len(l.dirty) > 0 {
 			timeout = 1
 		}
+		timeout = l.udpPollTimeout(timeout)
 		if l.woke {
 			// A channel wake puts the worker on this loop's P; yield once
 			// so it runs now rather than when the runtime steals it back
@@ -191,7 +195,7 @@ func (l *loop) run() {
 			case l.lfd:
 				l.accept(rt)
 			case l.udpFD():
-				l.drainUDP()
+				l.udpReadable()
 			default:
 				if i == sample {
 					l.st.begin()
@@ -206,6 +210,7 @@ func (l *loop) run() {
 			l.udpAgain = false
 			l.drainUDP()
 		}
+		l.udpPoll()
 		if len(l.dirty) > 0 {
 			l.publishDatagrams(l.ahead)
 		}
@@ -216,6 +221,13 @@ func (l *loop) run() {
 		l.wakeMarked() // connections whose sniff deadline handed them over
 		l.runInline()
 	}
+}
+
+// quiet reports whether the loop has no deadline of its own: no sniff
+// deadline on its wheel, no accept pause, no worker of its own to tick.
+// It then sleeps until an event or quietWait, not every loopTick.
+func (l *loop) quiet() bool {
+	return l.wheel.len() == 0 && !l.paused && len(l.inline) == 0
 }
 
 // wait returns the epoll events ready now, or waits up to timeoutMs for

@@ -127,10 +127,10 @@ func (r *tickRecorder) Tick(now time.Time) time.Duration {
 // TestDatagramTickDeadlines: a worker calls a datagram handler's Tick when
 // the wait it asked for has passed, or when the handler was given
 // datagrams since (they may have armed a timer), and not otherwise; it
-// may park until the earliest deadline, never longer than workerTick. No
-// wait (0) or a longer one means workerTick.
+// may park until the earliest deadline, never longer than quietWait. No
+// wait (0) or a longer one means quietWait.
 func TestDatagramTickDeadlines(t *testing.T) {
-	rec := &tickRecorder{waits: []time.Duration{3 * time.Millisecond, 0, time.Second, 7 * time.Millisecond}}
+	rec := &tickRecorder{waits: []time.Duration{3 * time.Millisecond, 0, 2 * quietWait, 7 * time.Millisecond}}
 	d := &dgramWorker{out: &dgramOut{}, opened: true}
 	c := sniff.DatagramRUDP
 	d.dws[c] = rec
@@ -143,13 +143,13 @@ func TestDatagramTickDeadlines(t *testing.T) {
 		calls   int           // Tick calls so far
 		park    time.Duration // what tick returns
 	}{
-		{0, false, 1, 3 * ms},                                       // due: Tick asks for 3 ms
-		{1 * ms, false, 1, 2 * ms},                                  // not due: park the 2 ms left
-		{3 * ms, false, 2, workerTick},                              // due: Tick asks for nothing
-		{50 * ms, false, 2, 53*ms + 0},                              // not due
-		{60 * ms, true, 3, workerTick},                              // datagrams came: Tick asks for 1 s, capped
-		{160 * ms, false, 4, 7 * ms},                                // due at 160 ms: Tick asks for 7 ms
-		{166*ms + 999*time.Microsecond, false, 4, time.Microsecond}, // 1 µs before the deadline
+		{0, false, 1, 3 * ms},                                                  // due: Tick asks for 3 ms
+		{1 * ms, false, 1, 2 * ms},                                             // not due: park the 2 ms left
+		{3 * ms, false, 2, quietWait},                                          // due: Tick asks for nothing
+		{50 * ms, false, 2, quietWait - 47*ms},                                 // not due
+		{60 * ms, true, 3, quietWait},                                          // datagrams came: Tick asks for 2 s, capped
+		{60*ms + quietWait, false, 4, 7 * ms},                                  // due: Tick asks for 7 ms
+		{66*ms + quietWait + 999*time.Microsecond, false, 4, time.Microsecond}, // 1 µs before the deadline
 	}
 	for i, st := range steps {
 		if st.touched {

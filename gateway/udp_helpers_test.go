@@ -111,6 +111,7 @@ type dgWorker struct {
 
 	mu       sync.Mutex
 	n        int                       // datagrams handled
+	calls    int                       // Datagrams calls (batches)
 	sessions map[uint64]int            // datagrams by session
 	last     map[netip.AddrPort]uint32 // last sequence number by peer
 	sizes    []int                     // sizes of the first datagrams, for the truncation test
@@ -133,6 +134,7 @@ func (w *dgWorker) Datagrams(batch []protocols.Datagram, now time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.calls++
 	if w.closes > 0 {
 		w.problem("Datagrams after Close")
 	}
@@ -187,6 +189,7 @@ func (w *dgWorker) Close() {
 // dgSeen sums what the workers saw.
 type dgSeen struct {
 	handled  int
+	calls    int         // Datagrams calls
 	perIndex map[int]int // by the workers' index
 	sessions map[uint64]map[int]bool
 	problems []string
@@ -202,6 +205,7 @@ func (h *dgHandler) seen() dgSeen {
 	for _, w := range workers {
 		w.mu.Lock()
 		s.handled += w.n
+		s.calls += w.calls
 		s.perIndex[w.index] += w.n
 		for id := range w.sessions {
 			if s.sessions[id] == nil {

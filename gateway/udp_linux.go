@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +29,10 @@ type udpOptions struct {
 	maxDatagram int // receive buffer per datagram
 	readBuffer  int // SO_RCVBUF asked for; 0 = the kernel's default
 	writeBuffer int // SO_SNDBUF asked for; 0 = the kernel's default
+	// receiveDelay is udp.receive_delay: after a read, the loop comes
+	// back to the socket after this long instead of at its next
+	// datagram, while datagrams keep coming (udp_moderate_linux.go).
+	receiveDelay time.Duration
 }
 
 // udpSocket is one loop's share of the UDP port and the buffers its
@@ -47,6 +53,14 @@ type udpSocket struct {
 	// net.core.rmem_max and wmem_max did not cap the sizes.
 	forced bool
 
+	// Receive moderation, the loop's own (udp_moderate_linux.go): delay
+	// is udp.receive_delay (0: off); while polled, the socket is out of
+	// epoll (EPOLLONESHOT fired) and the loop reads it at pollAt. polled
+	// is atomic for the tests' sake only: the loop alone writes it.
+	delay  time.Duration
+	polled atomic.Bool
+	pollAt time.Time
+
 	// mu keeps a scrape's getsockopt off an fd that release is closing
 	// (a closed number may already name another file).
 	mu     sync.RWMutex
@@ -62,7 +76,7 @@ func openUDP(addr netip.AddrPort, o udpOptions) (*udpSocket, error) {
 	if err != nil {
 		return nil, sysErr("socket", err)
 	}
-	u := &udpSocket{fd: fd, family: family, max: max(1, o.maxDatagram)}
+	u := &udpSocket{fd: fd, family: family, max: max(1, o.maxDatagram), delay: max(0, o.receiveDelay)}
 	fail := func(call string, err error) (*udpSocket, error) {
 		unix.Close(fd)
 		return nil, sysErr(call, err)

@@ -39,9 +39,10 @@ type dgramRoute struct {
 // hold the loop there so datagrams pile up in the socket.
 var testHookUDPDrain func()
 
-// drainUDP reads the loop's UDP socket to EAGAIN, or for udpPerWakeup
-// datagrams, and hands what it read to the workers.
-func (l *loop) drainUDP() {
+// drainUDP reads the loop's UDP socket until a recvmmsg comes back short
+// of its batch, or for udpPerWakeup datagrams, and hands what it read to
+// the workers; it returns how many datagrams it read.
+func (l *loop) drainUDP() (read int) {
 	if testHookUDPDrain != nil {
 		testHookUDPDrain()
 	}
@@ -53,15 +54,24 @@ func (l *loop) drainUDP() {
 			if !errors.Is(err, unix.EBADF) {
 				l.g.log.Warn("udp", "loop", l.idx, "err", err)
 			}
-			return
+			return read
 		}
 		if n == 0 {
-			return
+			return read
 		}
+		read += n
 		l.routeDatagrams(u, n)
 		l.publishDatagrams(1)
+		if n < len(u.msgs) {
+			// The queue held no more when the kernel filled the batch:
+			// a call to see EAGAIN would be one more syscall for nothing,
+			// and a datagram that came since raises an edge of its own
+			// (the socket's wakeup runs at every datagram it queues).
+			return read
+		}
 	}
 	l.udpAgain = true
+	return read
 }
 
 // routeDatagrams sorts the n datagrams recv read into their workers'

@@ -156,9 +156,9 @@ func (d *dgramWorker) drain(now time.Time) {
 // tick runs every handler whose Tick is due, or that was given datagrams
 // since its last one (they may have armed a timer), sends what they
 // queued, and returns how long the worker may wait: until the earliest
-// next Tick, at most workerTick.
+// next Tick, at most quietWait.
 func (d *dgramWorker) tick(now time.Time) time.Duration {
-	next := workerTick
+	next := quietWait
 	if d.closed {
 		return next
 	}
@@ -196,11 +196,11 @@ func (d *dgramWorker) sessionsEnded() bool {
 }
 
 // tickWait turns what Tick returned into the wait before the next one:
-// 0 (nothing pending) and anything longer than workerTick become
-// workerTick, since Tick runs at least that often.
+// 0 (nothing pending) and anything longer than quietWait become
+// quietWait, since Tick runs at least that often.
 func tickWait(wait time.Duration) time.Duration {
-	if wait <= 0 || wait > workerTick {
-		return workerTick
+	if wait <= 0 || wait > quietWait {
+		return quietWait
 	}
 	return wait
 }
@@ -226,13 +226,23 @@ func (d *dgramWorker) safe(c sniff.DatagramClass, call func()) {
 // count is in /metrics).
 func logWorthy(n uint64) bool { return n&(n-1) == 0 }
 
+// quietWait is how long a loop or worker with no deadline of its own
+// sleeps when nothing wakes it: an idle gateway wakes about once a second
+// per goroutine, not every 100 ms tick (TestIdleGatewaySleeps).
+const quietWait = time.Second
+
 // parkTimeout is how long an idle worker may park: until the next Tick a
-// datagram handler asked for, at most workerTick (its own timers' step).
+// datagram handler asked for, at most workerTick (its own timers' step)
+// while its wheel holds connection timers or it drains, else quietWait.
 func (w *worker) parkTimeout(now time.Time) time.Duration {
-	if w.dg == nil {
-		return workerTick
+	wait := workerTick
+	if w.wheel.len() == 0 && w.state.Load() == workerRunning {
+		wait = quietWait
 	}
-	return w.dg.tick(now)
+	if w.dg == nil {
+		return wait
+	}
+	return min(wait, w.dg.tick(now))
 }
 
 // releaseDatagrams lets go of every lane's batch buffers once no loop or

@@ -129,12 +129,14 @@ func (w *worker) run() {
 			w.stopAll()
 			return
 		}
-		busy := w.poll()
+		// The tick first: a worker back from a quiet sleep (parkTimeout)
+		// stamps what it handles with the tick of now, not of before.
 		now := time.Now()
 		if now.Sub(last) >= workerTick {
 			w.tick(uint64(now.Sub(w.g.start) / workerTick))
 			last = now
 		}
+		busy := w.poll()
 		// Datagram handlers' timers (retransmissions) want about a
 		// millisecond, not the 100 ms the connections' wheel steps by.
 		timeout := w.parkTimeout(now)

@@ -63,7 +63,7 @@ type DatagramWorker interface {
 	// Tick runs the worker's timers and returns how long until it needs
 	// the next Tick (0: no timer pending). The worker calls Tick again no
 	// later than that (to about a millisecond: retransmission timers of
-	// tens of milliseconds depend on it), and at least every 100 ms. It
+	// tens of milliseconds depend on it), and at least every second. It
 	// also calls Tick right after Datagrams, so a timer that Datagrams
 	// armed counts from then: Tick may come before its deadline and must
 	// then only report the wait that is left.

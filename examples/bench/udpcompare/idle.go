@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -32,6 +33,33 @@ type idleResult struct {
 	base, mem, after childStats
 	cpuIdle          float64 // share of a core
 	cpuEmpty         float64 // the same before any session: the server's own timers
+	dgramRate        float64 // datagrams a second in and out of the server in the idle window (the clients' count); 0: not counted
+	dgramIn          float64 // of which to the server
+}
+
+// nsPerDatagram is the idle CPU above the empty server's over the
+// datagrams it handled: what each keepalive (or its answer) costs the
+// server, socket calls and wakeups included.
+func (r idleResult) nsPerDatagram() float64 {
+	if r.dgramRate == 0 {
+		return math.NaN()
+	}
+	return (r.cpuIdle - r.cpuEmpty) * 1e9 / r.dgramRate
+}
+
+// datagramCounter is a stack whose clients count the datagrams they
+// write and read.
+type datagramCounter interface {
+	datagrams() (sent, got int64)
+}
+
+// datagramsOf is the clients' datagrams written and read so far; 0 for a
+// stack that does not count them.
+func datagramsOf(cs clients) (sent, got int64) {
+	if dc, ok := cs.(datagramCounter); ok {
+		return dc.datagrams()
+	}
+	return 0, 0
 }
 
 func (r idleResult) heapPerSession() float64 {
@@ -92,10 +120,14 @@ func runIdle(st stack, cfg idleConfig) (idleResult, error) {
 	if err != nil {
 		return res, err
 	}
+	sent0, got0 := datagramsOf(cs)
 	time.Sleep(cfg.idle)
 	if res.after, err = ch.ask("stats"); err != nil {
 		return res, err
 	}
+	sent, got := datagramsOf(cs)
+	res.dgramIn = float64(sent-sent0) / cfg.idle.Seconds()
+	res.dgramRate = res.dgramIn + float64(got-got0)/cfg.idle.Seconds()
 	res.held = int(res.after.Sessions)
 	res.cpuIdle = float64(res.after.CPU-before.CPU) / float64(cfg.idle)
 	return res, nil

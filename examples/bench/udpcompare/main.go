@@ -67,11 +67,24 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.idle.idle, "idle-for", 60*time.Second, "idle CPU window (a multiple of every stack's keepalive cycle: rudp 10 s by default, its keepalives alternately quiet and asking, so 20 s; kcp-go and quic-go 10 s)")
 	fs.DurationVar(&o.idle.settle, "settle", 30*time.Second, "quiet before measuring idle memory (past a whole keepalive cycle)")
 	fs.DurationVar(&o.idle.setup, "idle-setup", 5*time.Minute, "at most, to open the idle sessions")
+	keepalive := fs.Duration("rudp-keepalive", 0, "rudp's keepalive, both ends (0: the default, 10 s; the large-fleet setting is 25s)")
+	idleTimeout := fs.Duration("rudp-idle-timeout", 0, "rudp's idle timeout, both ends (0: the default, 30 s; the large-fleet setting is 75s)")
+	receiveDelay := fs.Duration("receive-delay", -1, "the rudp server's udp.receive_delay (negative: the gateway's default)")
 	fs.IntVar(&o.echo.sessions, "echo-sessions", 50, "echo sessions")
 	fs.IntVar(&o.echo.window, "echo-window", 4, "echo messages in flight per session")
 	fs.DurationVar(&o.echo.duration, "echo-for", 10*time.Second, "echo run length")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	// The child server reads them from its environment (rudpConfig).
+	if *keepalive > 0 {
+		os.Setenv(envRUDPKeepalive, keepalive.String())
+	}
+	if *idleTimeout > 0 {
+		os.Setenv(envRUDPIdleTimeout, idleTimeout.String())
+	}
+	if *receiveDelay >= 0 {
+		os.Setenv(envReceiveDelay, receiveDelay.String())
 	}
 	for _, n := range strings.Split(*names, ",") {
 		st, ok := stackNamed(n)

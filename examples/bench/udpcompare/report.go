@@ -106,11 +106,11 @@ func telemetryLines(rs []telemetryResult) []line {
 func idleLines(rs []idleResult) []line {
 	n := len(rs)
 	asked, held, setup, heap, rssv, cpu, empty, gor := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	per10k, dl := make([]float64, n), make([]float64, n)
+	per10k, dl, rate, rateIn, perDgram := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, r := range rs {
 		if r.asked == 0 {
 			asked[i], held[i], setup[i], heap[i], rssv[i], cpu[i], empty[i], gor[i] = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
-			per10k[i], dl[i] = math.NaN(), math.NaN()
+			per10k[i], dl[i], rate[i], rateIn[i], perDgram[i] = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
 			continue
 		}
 		asked[i], held[i], setup[i], dl[i] = float64(r.asked), float64(r.held), r.setupTime.Seconds(), float64(r.delivered)
@@ -118,6 +118,10 @@ func idleLines(rs []idleResult) []line {
 		cpu[i], empty[i] = 100*r.cpuIdle, 100*r.cpuEmpty
 		per10k[i] = 100 * r.cpuIdle * 10000 / float64(max(r.held, 1))
 		gor[i] = float64(r.after.Goroutines)
+		rate[i], rateIn[i], perDgram[i] = math.NaN(), math.NaN(), r.nsPerDatagram()
+		if r.dgramRate > 0 {
+			rate[i], rateIn[i] = r.dgramRate, r.dgramIn
+		}
 	}
 	return []line{
 		{what: "sessions asked for", values: asked, format: "%.0f"},
@@ -129,6 +133,9 @@ func idleLines(rs []idleResult) []line {
 		{what: "idle CPU (% of a core)", values: cpu, format: "%.2f", lower: true},
 		{what: "  per 10,000 sessions held", values: per10k, format: "%.2f", lower: true, judge: true},
 		{what: "  the same, no session yet", values: empty, format: "%.2f", lower: true},
+		{what: "  datagrams/s in + out", values: rate, format: "%.0f"},
+		{what: "    of which in (to the server)", values: rateIn, format: "%.0f"},
+		{what: "  ns / datagram above no session", values: perDgram, format: "%.0f", lower: true},
 		{what: "server goroutines", values: gor, format: "%.0f", lower: true},
 	}
 }

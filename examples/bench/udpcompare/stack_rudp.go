@@ -43,7 +43,10 @@ func serveRUDP(app *serverApp, _ bool) (server, error) {
 	cfg.Loops = 2 // one per core here
 	cfg.Pools["rudp"] = config.Pool{Workers: 2}
 	cfg.UDP.Routes = map[string]string{"rudp": "rudp"}
-	h, err := rudp.NewHandler(rudp.Config{}, rudpApp{app})
+	if d, err := time.ParseDuration(os.Getenv(envReceiveDelay)); err == nil {
+		cfg.UDP.ReceiveDelay = d
+	}
+	h, err := rudp.NewHandler(rudpConfig(), rudpApp{app})
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +141,38 @@ func (cs *rudpClients) established() int {
 	return n
 }
 
+// datagrams is what the clients wrote and read, all sockets together: the
+// server's datagrams in and out.
+func (cs *rudpClients) datagrams() (sent, got int64) {
+	for _, g := range cs.groups {
+		if g != nil {
+			sent += g.sent.Load()
+			got += g.got.Load()
+		}
+	}
+	return sent, got
+}
+
+// The rudp timers of both ends, from the environment so that the child
+// server takes the parent's flags: UDPCOMPARE_RUDP_KEEPALIVE and
+// UDPCOMPARE_RUDP_IDLE_TIMEOUT (durations; unset: the defaults).
+const (
+	envRUDPKeepalive   = "UDPCOMPARE_RUDP_KEEPALIVE"
+	envRUDPIdleTimeout = "UDPCOMPARE_RUDP_IDLE_TIMEOUT"
+	// envReceiveDelay is the gateway's udp.receive_delay (unset: its
+	// default).
+	envReceiveDelay = "UDPCOMPARE_RECEIVE_DELAY"
+)
+
+// rudpConfig is the rudp.Config of both ends: the defaults but for the
+// timers the environment sets.
+func rudpConfig() rudp.Config {
+	var c rudp.Config
+	c.KeepAlive, _ = time.ParseDuration(os.Getenv(envRUDPKeepalive))
+	c.IdleTimeout, _ = time.ParseDuration(os.Getenv(envRUDPIdleTimeout))
+	return c
+}
+
 func (cs *rudpClients) close() {
 	for _, g := range cs.groups {
 		if g != nil {
@@ -163,6 +198,8 @@ type rudpGroup struct {
 	timers  timerHeap
 	touched []int        // members given messages from the inbox
 	up      atomic.Int64 // established
+	sent    atomic.Int64 // datagrams written
+	got     atomic.Int64 // datagrams read
 	out     []byte
 	read    []byte
 
@@ -220,6 +257,7 @@ func (g *rudpGroup) run() {
 		n, err := g.conn.Read(buf)
 		switch {
 		case err == nil:
+			g.got.Add(1)
 			g.input(buf[:n], time.Now())
 		case errors.Is(err, os.ErrDeadlineExceeded):
 		default:
@@ -231,7 +269,7 @@ func (g *rudpGroup) run() {
 // startMore creates clients while fewer than rudpHandshakes handshake.
 func (g *rudpGroup) startMore(now time.Time) {
 	for g.started < len(g.members) && g.shaking < rudpHandshakes {
-		c, err := rudp.NewClient(rudp.Config{}, nil, now)
+		c, err := rudp.NewClient(rudpConfig(), nil, now)
 		if err != nil {
 			panic(fmt.Sprintf("rudp: a default config fails: %v", err))
 		}
@@ -347,6 +385,7 @@ func (g *rudpGroup) service(local int, now time.Time) {
 			}
 		}
 		g.conn.Write(out)
+		g.sent.Add(1)
 	}
 	if m.c.State() == rudp.StateClosed {
 		if !m.up {
