@@ -99,7 +99,9 @@ func TestClusterTwoGatewaysOverWebSocket(t *testing.T) {
 	wsSubscribe(t, subB, "plant/#")
 	wsSubscribe(t, subA, "plant/#")
 	const n, topics = 3000, 3
+	published := make(chan struct{})
 	go func() {
+		defer close(published)
 		for i := range n {
 			if err := pub.WriteJSON(map[string]any{"op": "pub", "topic": fmt.Sprintf("plant/l%d/seq", i%topics), "data": i}); err != nil {
 				return
@@ -128,6 +130,8 @@ func TestClusterTwoGatewaysOverWebSocket(t *testing.T) {
 	}
 	// A marker published on A last: on each subscriber, the next message
 	// must be the marker, nothing delivered twice or come back before it.
+	// pub has one writer at a time: the publisher's goroutine is done.
+	<-published
 	wsSend(t, pub, map[string]any{"op": "pub", "topic": "plant/end", "data": "end"})
 	for _, c := range []*websocket.Conn{subA, subB} {
 		if m := wsRead(t, c); m.Topic != "plant/end" {
