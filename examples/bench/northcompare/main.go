@@ -81,8 +81,12 @@ func main() {
 	if b.wants("nats") {
 		b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
 		if *natsCLI != "" {
-			b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
+			b.benchTop = b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
 		}
+	}
+	if b.benchTop > 0 { // timed as nats bench times itself: its publisher, to the last flush, no subscriber
+		b.rowAgainst("edgemux bus -> nats (core, QoS 1), as nats bench times it", b.benchTop, func() result { return b.sinkToFlush(ns.url, false) })
+		b.rowAgainst("edgemux bus -> nats (core, QoS 1, store), as nats bench times it", b.benchTop, func() result { return b.sinkToFlush(ns.url, true) })
 	}
 	b.row("edgemux bus -> nats (core, QoS 1)", func() result { return b.sink(ns.url, "nats", "", false) })
 	b.row("edgemux bus -> nats (core, QoS 1, store)", func() result { return b.sink(ns.url, "nats", "", true) })
@@ -142,6 +146,7 @@ type benchmark struct {
 	rate      int
 	runs      int
 	top       float64 // the current broker's ceiling, msgs/s
+	benchTop  float64 // nats bench pub's own figure, msgs/s (0: not run)
 }
 
 // result is one row's figure: count messages in d.
@@ -163,7 +168,10 @@ func (b *benchmark) ceiling(what string, run func() result) {
 }
 
 // row prints a figure and its share of the ceiling.
-func (b *benchmark) row(what string, run func() result) {
+func (b *benchmark) row(what string, run func() result) { b.rowAgainst(what, b.top, run) }
+
+// rowAgainst prints a figure and its share of top.
+func (b *benchmark) rowAgainst(what string, top float64, run func() result) {
 	if !strings.Contains(what, b.only) {
 		return
 	}
@@ -176,7 +184,7 @@ func (b *benchmark) row(what string, run func() result) {
 		pprof.StopCPUProfile()
 		profile = nil // one row per profile: the first that runs
 	}
-	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  %5.2f us  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/b.top, perMessage(cpu, r), r.count, r.d.Round(time.Millisecond), r.note)
+	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  %5.2f us  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/top, perMessage(cpu, r), r.count, r.d.Round(time.Millisecond), r.note)
 }
 
 // wants reports whether broker's ceiling runs: unless -only names
@@ -191,17 +199,15 @@ func (b *benchmark) wants(broker string) bool {
 }
 
 // figure prints another tool's figure beside the ceiling (msgs/s as the
-// tool reports it).
-func (b *benchmark) figure(what string, run func() float64) {
-	if !strings.Contains(what, b.only) {
-		return
-	}
+// tool reports it) and returns it (0: none).
+func (b *benchmark) figure(what string, run func() float64) float64 {
 	perSecond := run()
 	if perSecond <= 0 {
 		fmt.Printf("%-62s (no figure: see above)\n", what)
-		return
+		return 0
 	}
 	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  (its own report)\n", what, perSecond, 100*perSecond/b.top)
+	return perSecond
 }
 
 func (b *benchmark) topic(i int) string { return "bench/t" + strconv.Itoa(i%b.topics) }

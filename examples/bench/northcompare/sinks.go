@@ -53,6 +53,27 @@ func (b *benchmark) sink(url, kind, stream string, store bool) result {
 	return result{count: b.n, d: time.Since(start)}
 }
 
+// sinkToFlush: the bus publishes, a sink carries them to core NATS, timed
+// as `nats bench pub` times itself: from the first publish until the
+// sink's last flush has returned (every message counted published: the
+// server read it), with no subscriber for the server to deliver to.
+func (b *benchmark) sinkToFlush(url string, store bool) result {
+	bb, set := b.newSink(url, "nats", "", store)
+	set.Start()
+	defer set.Close()
+	waitUp(set)
+	start := time.Now()
+	for i := range b.n {
+		check(bb.Publish(b.topic(i), b.payload, "bench"))
+	}
+	for deadline := start.Add(5 * time.Minute); set.Stats()[0].Published < uint64(b.n); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("only %d of %d published", set.Stats()[0].Published, b.n))
+		}
+	}
+	return result{count: b.n, d: time.Since(start)}
+}
+
 // relayed is a sink of kind reaching the broker at url through a relay
 // that refuses connections until opened: the broker unreachable.
 func (b *benchmark) relayed(url, kind string) (*relay, *bus.Bus, *north.Set) {
