@@ -347,18 +347,12 @@ func TestNATSCoreCutLosesNothing(t *testing.T) {
 // in order.
 func TestJetStreamWindow(t *testing.T) {
 	const n, inflight = 100, 8
-	srv := startNATS(t)
-	stored, checkStream := winStream(t, srv)
-	g := newGate(t, srv.port)
-	valve := newAckValve(jsReply)
-	g.valve(valve)
-	b := bus.New(bus.Options{})
 	var store *ackLog
-	s := natsSink(t, config.NorthSink{Name: "jsw", URL: g.nats(), Inflight: inflight, JetStream: config.NorthJetStream{Stream: "WIN"},
-		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true, func(s *Sink) {
+	w := newJSWin(t, "jsw", inflight, true, func(s *Sink) {
 		store = &ackLog{Store: s.store}
 		s.store = store
 	})
+	g, valve, b, s, stored := w.g, w.valve, w.b, w.s, w.stored
 	g.hold(true)
 	g.cut()
 	routetest.Eventually(t, "the link down", func() bool { return !s.Stats().LinkUp })
@@ -381,23 +375,16 @@ func TestJetStreamWindow(t *testing.T) {
 	valve.pass(-1)
 	routetest.Eventually(t, "the store drained", func() bool { return s.Stats().QueueRecords == 0 })
 	store.checkAcks(t)
-	checkStream(n)
+	w.check(n)
 }
 
 // TestJetStreamWindowNoStore: without a store the sink's window is the
 // same: inflight (8) publishes awaiting their PubAck, the next sent as
-// the oldest is acked (the forward goroutine waits on nats.go's channels
-// for it, no goroutine a wait), published counted only once acked.
+// the oldest is acked, published counted only once acked.
 func TestJetStreamWindowNoStore(t *testing.T) {
 	const n, inflight = 40, 8
-	srv := startNATS(t)
-	stored, checkStream := winStream(t, srv)
-	g := newGate(t, srv.port)
-	valve := newAckValve(jsReply)
-	g.valve(valve)
-	b := bus.New(bus.Options{})
-	s := natsSink(t, config.NorthSink{Name: "jsn", URL: g.nats(), Inflight: inflight, JetStream: config.NorthJetStream{Stream: "WIN"},
-		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, false)
+	w := newJSWin(t, "jsn", inflight, false)
+	valve, b, s, stored := w.valve, w.b, w.s, w.stored
 	waitUp(t, s)
 	valve.hold()
 	publishRange(t, b, 0, n)
@@ -414,7 +401,28 @@ func TestJetStreamWindowNoStore(t *testing.T) {
 	if st := s.Stats(); st.Failed != 0 || st.Dropped != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	checkStream(n)
+	w.check(n)
+}
+
+// jsWin is a JetStream sink into the stream WIN, behind a gate whose
+// valve can hold the PubAcks back, and the stream's count and check.
+type jsWin struct {
+	g      *gate
+	valve  *ackValve
+	b      *bus.Bus
+	s      *Sink
+	stored func() uint64
+	check  func(n int)
+}
+
+func newJSWin(t *testing.T, name string, inflight int, store bool, tweaks ...func(*Sink)) *jsWin {
+	srv := startNATS(t)
+	w := &jsWin{g: newGate(t, srv.port), valve: newAckValve(jsReply), b: bus.New(bus.Options{})}
+	w.stored, w.check = winStream(t, srv)
+	w.g.valve(w.valve)
+	w.s = natsSink(t, config.NorthSink{Name: name, URL: w.g.nats(), Inflight: inflight, JetStream: config.NorthJetStream{Stream: "WIN"},
+		Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, w.b, store, tweaks...)
+	return w
 }
 
 // winStream makes the stream WIN (subjects out.>) on srv and returns how

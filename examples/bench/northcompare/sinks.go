@@ -41,6 +41,26 @@ func (b *benchmark) newSink(url, kind, stream string, store bool) (*bus.Bus, *no
 func (b *benchmark) sink(url, kind, stream string, store bool) result {
 	rc := b.receive(url, kind, stream)
 	defer rc.close()
+	return b.timeSink(url, kind, stream, store, func(*north.Set) { rc.wait(b.n) })
+}
+
+// sinkToFlush: the bus publishes, a sink carries them to core NATS, timed
+// as `nats bench pub` times itself: from the first publish until the
+// sink's last flush has returned (every message counted published: the
+// server read it), with no subscriber for the server to deliver to.
+func (b *benchmark) sinkToFlush(url string, store bool) result {
+	return b.timeSink(url, "nats", "", store, func(set *north.Set) {
+		for deadline := time.Now().Add(5 * time.Minute); set.Stats()[0].Published < uint64(b.n); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				panic(fmt.Sprintf("only %d of %d published", set.Stats()[0].Published, b.n))
+			}
+		}
+	})
+}
+
+// timeSink starts a sink, publishes n messages on the bus and times them
+// from the first publish until done returns.
+func (b *benchmark) timeSink(url, kind, stream string, store bool, done func(*north.Set)) result {
 	bb, set := b.newSink(url, kind, stream, store)
 	set.Start()
 	defer set.Close()
@@ -49,28 +69,7 @@ func (b *benchmark) sink(url, kind, stream string, store bool) result {
 	for i := range b.n {
 		check(bb.Publish(b.topic(i), b.payload, "bench"))
 	}
-	rc.wait(b.n)
-	return result{count: b.n, d: time.Since(start)}
-}
-
-// sinkToFlush: the bus publishes, a sink carries them to core NATS, timed
-// as `nats bench pub` times itself: from the first publish until the
-// sink's last flush has returned (every message counted published: the
-// server read it), with no subscriber for the server to deliver to.
-func (b *benchmark) sinkToFlush(url string, store bool) result {
-	bb, set := b.newSink(url, "nats", "", store)
-	set.Start()
-	defer set.Close()
-	waitUp(set)
-	start := time.Now()
-	for i := range b.n {
-		check(bb.Publish(b.topic(i), b.payload, "bench"))
-	}
-	for deadline := start.Add(5 * time.Minute); set.Stats()[0].Published < uint64(b.n); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			panic(fmt.Sprintf("only %d of %d published", set.Stats()[0].Published, b.n))
-		}
-	}
+	done(set)
 	return result{count: b.n, d: time.Since(start)}
 }
 
