@@ -66,9 +66,10 @@ func (p *epollPark) try(fd uintptr) bool {
 // wait returns the events ready now, or parks the goroutine until some
 // are or timeoutMs passes (0 events, nil error). The first try never
 // parks, so a busy loop costs one epoll_wait per turn as before; a
-// deadline is armed only when the loop is about to park.
+// deadline is armed only when the loop is about to park, and a wait of
+// 0 ms (the loop has work of its own queued) never parks.
 func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
-	if p.try(uintptr(fd)) {
+	if p.try(uintptr(fd)) || timeoutMs <= 0 {
 		return p.n, p.err
 	}
 	p.f.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))
