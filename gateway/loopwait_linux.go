@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,10 +56,19 @@ func newEpollPark(epfd int, events []unix.EpollEvent) (*epollPark, error) {
 
 // try is one non-blocking epoll_wait; it reports whether the wait is over
 // (events, or an error other than EINTR).
+//
+// The call is raw (the scheduler is not told of it), as a connection's
+// reads and writes are (sysio_linux.go): with a timeout of 0 it never
+// sleeps, and announced it let sysmon hand the loop's P away mid-call.
 func (p *epollPark) try(fd uintptr) bool {
-	p.n, p.err = unix.EpollWait(int(fd), p.events, 0)
-	if p.err == unix.EINTR {
-		p.n, p.err = 0, nil
+	p.n, p.err = 0, nil
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
+		uintptr(len(p.events)), 0, 0, 0)
+	switch {
+	case e == 0:
+		p.n = int(n)
+	case e != unix.EINTR:
+		p.err = e
 	}
 	return p.n > 0 || p.err != nil
 }
@@ -66,9 +76,10 @@ func (p *epollPark) try(fd uintptr) bool {
 // wait returns the events ready now, or parks the goroutine until some
 // are or timeoutMs passes (0 events, nil error). The first try never
 // parks, so a busy loop costs one epoll_wait per turn as before; a
-// deadline is armed only when the loop is about to park.
+// deadline is armed only when the loop is about to park, and a wait of
+// 0 ms (the loop has work of its own queued) never parks.
 func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
-	if p.try(uintptr(fd)) {
+	if p.try(uintptr(fd)) || timeoutMs <= 0 {
 		return p.n, p.err
 	}
 	p.f.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))

@@ -64,7 +64,7 @@ func (g *Gateway) bind(addr netip.AddrPort) error {
 			for _, p := range g.pools {
 				w := newWorker(g, p, -1, -1, 0)
 				w.rbuf = make([]byte, readBufSize)
-				w.wake = func() bool { l.post(loopCmdWakeInline); return false }
+				w.wake = l.wakeInline
 				l.inline = append(l.inline, w)
 			}
 		}

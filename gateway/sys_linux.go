@@ -13,10 +13,11 @@ import (
 // errAgain is what a non-blocking socket says when it has nothing more.
 var errAgain = unix.EAGAIN
 
-// readFD reads once, retrying EINTR. n == 0 with a nil error is EOF.
+// readFD reads once, retrying EINTR. n == 0 with a nil error is EOF. fd
+// must be non-blocking (sockRead, sysio_linux.go).
 func readFD(fd int, p []byte) (int, error) {
 	for {
-		n, err := unix.Read(fd, p)
+		n, err := sockRead(fd, p)
 		if err == unix.EINTR {
 			continue
 		}
@@ -28,11 +29,12 @@ func readFD(fd int, p []byte) (int, error) {
 }
 
 // writeFD writes what the socket takes now, retrying EINTR; it returns
-// errAgain with n < len(p) when the socket buffer is full.
+// errAgain with n < len(p) when the socket buffer is full. fd must be
+// non-blocking (sockWrite, sysio_linux.go).
 func writeFD(fd int, p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
-		n, err := unix.Write(fd, p[done:])
+		n, err := sockWrite(fd, p[done:])
 		if err == unix.EINTR {
 			continue
 		}

@@ -283,7 +283,12 @@ func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error 
 	}
 	b.trieMu.RUnlock()
 	if err == nil {
-		if c.len() > 0 {
+		c.dedupe()
+		switch c.len() {
+		case 0:
+		case 1:
+			b.fanOut(alone(m), c)
+		default:
 			b.fanOut(share(m), c)
 		}
 		b.published.Add(1)
@@ -297,12 +302,11 @@ func (b *Bus) shardFor(topic string) *shard {
 	return &b.shards[maphash.String(b.seed, topic)&(shardCount-1)]
 }
 
-// fanOut queues m to the collected subscribers, outside the trie lock so
-// notify callbacks and disconnects may take it. Every queue holds the same
-// m: fan-out memory grows with the messages in flight, not with messages
-// times subscribers.
+// fanOut queues m to the collected subscribers (deduplicated), outside
+// the trie lock so notify callbacks and disconnects may take it. Every
+// queue holds the same m: fan-out memory grows with the messages in
+// flight, not with messages times subscribers.
 func (b *Bus) fanOut(m *Message, c *collector) {
-	c.dedupe()
 	var t tally
 	for _, s := range c.single {
 		t.settle(b, s, m)

@@ -66,11 +66,23 @@ type shared struct {
 }
 
 // share returns a copy of m with encoding slots, for the subscribers of a
-// publish to share. Only a publish that reaches someone pays for it.
+// publish to share. Only a publish that reaches two or more pays for it.
 func share(m *Message) *Message {
 	s := &shared{Message: *m}
 	s.Message.enc = &s.enc
 	return &s.Message
+}
+
+// alone returns a copy of m without encoding slots, for a publish that
+// reaches one subscriber: there is nobody to lend its encoding to, so the
+// subscriber encodes it straight into its own output (Shared is false)
+// instead of into an exact-size array of its own, stored on the message
+// behind a pointer of its own: two allocations per delivery, a frame's
+// size, for nothing (a 1 KiB echo: 1.1 KiB per request).
+func alone(m *Message) *Message {
+	one := new(Message)
+	*one = *m
+	return one
 }
 
 // slot is where m's encoding e lives, nil for a message with none: built

@@ -167,3 +167,42 @@ func TestNewEncodingLimits(t *testing.T) {
 	}
 	mustPanic("one too many")
 }
+
+// A publish that reaches one subscriber (a device's own echo, a single
+// dashboard) has nobody to share an encoding with: its message carries no
+// encoding slots, so the subscriber encodes it into its own output rather
+// than into an array of its own stored on the message. Two subscribers,
+// or one reached through two of its filters and two others, share.
+func TestLoneSubscriberDoesNotShare(t *testing.T) {
+	b := newTestBus(t, Options{})
+	lone := mustSub(t, b, nil, "one/topic")
+	if err := b.Publish("one/topic", []byte("v"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	got := lone.Drain(nil, 0).Msgs
+	if len(got) != 1 || string(got[0].Payload) != "v" {
+		t.Fatalf("drained %v", got)
+	}
+	if got[0].Shared() {
+		t.Fatal("a message with one subscriber has encoding slots to share")
+	}
+	if frame := got[0].SetEncoded(testEncoding, []byte("frame")); string(frame) != "frame" || got[0].Encoded(testEncoding) != nil {
+		t.Fatal("a lone subscriber's message stored an encoding")
+	}
+	// One subscriber matched by two of its filters is still one.
+	twice := mustSub(t, b, nil, "two/+", "two/#")
+	if err := b.Publish("two/x", []byte("w"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := twice.Drain(nil, 0).Msgs; len(got) != 1 || got[0].Shared() {
+		t.Fatalf("one subscriber through two filters: %d messages, shared %v", len(got), len(got) == 1 && got[0].Shared())
+	}
+	other := mustSub(t, b, nil, "two/x")
+	if err := b.Publish("two/x", []byte("z"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	a, c := twice.Drain(nil, 0).Msgs, other.Drain(nil, 0).Msgs
+	if len(a) != 1 || len(c) != 1 || !a[0].Shared() || !c[0].Shared() {
+		t.Fatal("a message with two subscribers is not shared")
+	}
+}

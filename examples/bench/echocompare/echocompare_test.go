@@ -101,13 +101,18 @@ func TestEveryServerEchoes(t *testing.T) {
 					if r.Errors != 0 || r.DialFailed != 0 || r.Requests == 0 {
 						t.Fatalf("%s %d B: %d requests, %d errors, %d failed dials", mode, size, r.Requests, r.Errors, r.DialFailed)
 					}
+					// The window read the threads' context switches (this
+					// process: the servers run in it), a count, no timing.
+					if r.Switches <= 0 {
+						t.Fatalf("%s %d B: no context switches read for %d requests", mode, size, r.Requests)
+					}
 					rows = append(rows, r)
 				}
 			}
 		})
 	}
 	report := renderReport(rows)
-	for _, want := range []string{"edgemux / best peer", "| 40/10 | 1024 | nbio |", "server default, open loop"} {
+	for _, want := range []string{"edgemux / best peer", "| 40/10 | 1024 | nbio |", "server default, open loop", "switches/req"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}

@@ -39,6 +39,7 @@ type loadConfig struct {
 	pid                          int
 	conns, active, size, sources int
 	rate                         float64 // open loop: requests/s over all active connections
+	syscalls                     bool    // count the server's system calls in the window (perf stat)
 	warmup, duration, settle     time.Duration
 }
 
@@ -53,6 +54,8 @@ type result struct {
 	Requests   int64   `json:"requests"`
 	RPS        float64 `json:"rps"`
 	CPUus      float64 `json:"cpu_us_per_req"`
+	Syscalls   float64 `json:"syscalls_per_req,omitempty"` // 0: not counted
+	Switches   float64 `json:"switches_per_req,omitempty"` // context switches, every thread
 	P50us      float64 `json:"p50_us"`
 	P99us      float64 `json:"p99_us"`
 	P999us     float64 `json:"p999_us"`
@@ -78,6 +81,7 @@ func loadMain(args []string) error {
 	fs.IntVar(&c.size, "size", 64, "request frame bytes: 20 (PING) or >= 64 (PUB echo)")
 	fs.IntVar(&c.sources, "sources", 8, "loopback source addresses (127.0.0.2 on)")
 	fs.Float64Var(&c.rate, "rate", 20000, "open loop: requests/s in all")
+	fs.BoolVar(&c.syscalls, "syscalls", false, "count the server's system calls in the window with perf stat (needs perf and the right to trace the server)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "load before the measured window")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "measured window")
 	fs.DurationVar(&c.settle, "settle", 2*time.Second, "wait after dialing before the idle memory is read")
@@ -160,22 +164,18 @@ func runLoad(c loadConfig) (result, error) {
 		}()
 	}
 	time.Sleep(c.warmup)
-	cpu0, t0 := procCPU(c.pid), time.Now()
+	win := openWindow(c.pid, c.syscalls)
 	measuring.Store(true)
 	time.Sleep(c.duration)
 	measuring.Store(false)
-	cpu1, t1 := procCPU(c.pid), time.Now()
 	n := reqs.Load()
+	win.close(&r, n)
 	close(stop)
 	for _, cl := range active {
 		cl.c.SetDeadline(time.Now()) // unblocks the readers
 	}
 	wg.Wait()
-	r.Requests, r.Errors = n, errs.Load()
-	r.RPS = float64(n) / t1.Sub(t0).Seconds()
-	if n > 0 && cpu0 >= 0 && cpu1 >= 0 {
-		r.CPUus = (cpu1 - cpu0) * 1e6 / float64(n)
-	}
+	r.Errors = errs.Load()
 	var all []time.Duration
 	for _, cl := range active {
 		all = append(all, cl.lat...)
@@ -426,19 +426,14 @@ func runConnect(c loadConfig) (result, error) {
 		}()
 	}
 	time.Sleep(c.warmup)
-	cpu0, t0 := procCPU(c.pid), time.Now()
+	win := openWindow(c.pid, c.syscalls)
 	measuring.Store(true)
 	time.Sleep(c.duration)
 	measuring.Store(false)
-	cpu1, t1 := procCPU(c.pid), time.Now()
+	win.close(&r, cycles.Load())
 	stopped.Store(true)
 	wg.Wait()
-	n := cycles.Load()
-	r.Requests, r.Errors = n, errs.Load()
-	r.RPS = float64(n) / t1.Sub(t0).Seconds()
-	if n > 0 && cpu0 >= 0 && cpu1 >= 0 {
-		r.CPUus = (cpu1 - cpu0) * 1e6 / float64(n)
-	}
+	r.Errors = errs.Load()
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)

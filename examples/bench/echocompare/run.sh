@@ -8,6 +8,7 @@
 #   ROWS="1000/1000" SIZES="64" PINS="pinned" DURATION=2s ./run.sh   # a smoke run
 #   MODE=open RATE=20000 ./run.sh    # open loop at 20,000 requests/s in all
 #   CONNECT_CLIENTS=32 ./run.sh       # the connect row's clients (CONNECT=0: no row)
+#   SYSCALLS=0 ./run.sh              # no perf stat (default: count system calls when perf is there)
 #
 # pinned: the server on CPU 0 (taskset), the load generator on CPU 1;
 # default: both wherever the scheduler puts them. Loopback only: servers on
@@ -24,6 +25,10 @@ mode=${MODE:-closed}
 rate=${RATE:-20000}
 duration=${DURATION:-5s}
 servers=("$@")
+syscalls=false
+if [ "${SYSCALLS:-1}" != 0 ] && command -v perf >/dev/null; then
+	syscalls=true
+fi
 [ ${#servers[@]} -gt 0 ] || servers=(edgemux gonet gnet nbio)
 work=$(mktemp -d /tmp/echocompare.XXXXXX)
 results="$work/results.jsonl"
@@ -98,7 +103,7 @@ bench() {
 	log "$name ($pin, pid $pid): $row connections/active, $size B, $mode loop"
 	timeout -k 5 180 "${prefix[@]}" "$work/bin/echocompare" load -server "$name" -pin "$pin" \
 		-addr "127.0.0.1:$port" -pid "$pid" -conns "${row%/*}" -active "${row#*/}" -size "$size" \
-		-mode "$mode" -rate "$rate" -duration "$duration" -out "$results" ||
+		-mode "$mode" -rate "$rate" -duration "$duration" -syscalls="$syscalls" -out "$results" ||
 		log "$name: load failed (exit $?)"
 	stop "$pid"
 	sleep 1 # let the kernel's socket memory of this run settle

@@ -1,0 +1,5 @@
+//go:build race
+
+package private
+
+const raceBuild = true
