@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,6 +123,9 @@ func btWSDial(t *testing.T, g *Gateway) *websocket.Conn {
 
 // btWSRead reads one server message.
 func btWSRead(ws *websocket.Conn) (btWSMsg, error) {
+	if m, ok := btWSEarly.take(ws); ok {
+		return m, nil
+	}
 	ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
 	_, p, err := ws.ReadMessage()
 	if err != nil {
@@ -135,15 +139,61 @@ func btWSRead(ws *websocket.Conn) (btWSMsg, error) {
 }
 
 // btWSSub subscribes and waits for the pong that follows, so the
-// subscription is in place.
+// subscription is in place. The retained values the subscription
+// delivers come before the pong: they are kept for btWSRead.
 func btWSSub(t *testing.T, ws *websocket.Conn, filter string) {
 	t.Helper()
 	if err := ws.WriteJSON(map[string]string{"op": "sub", "topic": filter}); err != nil {
 		t.Fatal(err)
 	}
-	if err := leasePong(ws); err != nil {
+	if err := ws.WriteJSON(map[string]string{"op": "ping"}); err != nil {
 		t.Fatal(err)
 	}
+	for {
+		ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
+		_, p, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(p) == `{"op":"pong"}` {
+			return
+		}
+		var m btWSMsg
+		if err := json.Unmarshal(p, &m); err != nil || m.Topic == "" {
+			t.Fatalf("before the pong: %q (%v)", p, err)
+		}
+		btWSEarly.keep(ws, m)
+	}
+}
+
+// btWSEarly holds the deliveries btWSSub read before its pong, per
+// connection, for btWSRead to return first.
+var btWSEarly = earlyDeliveries{held: map[*websocket.Conn][]btWSMsg{}}
+
+type earlyDeliveries struct {
+	mu   sync.Mutex
+	held map[*websocket.Conn][]btWSMsg
+}
+
+func (e *earlyDeliveries) keep(ws *websocket.Conn, m btWSMsg) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.held[ws] = append(e.held[ws], m)
+}
+
+func (e *earlyDeliveries) take(ws *websocket.Conn) (btWSMsg, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.held[ws]
+	if len(q) == 0 {
+		return btWSMsg{}, false
+	}
+	if len(q) == 1 {
+		delete(e.held, ws)
+	} else {
+		e.held[ws] = q[1:]
+	}
+	return q[0], true
 }
 
 // btWSFrame is one masked client text frame, for requests written raw.
