@@ -78,7 +78,7 @@ func (q *Queue) peek(after uint64, max int, maxBytes int) ([]Record, error) {
 		off += n
 		next = w.next
 	}
-	return w.finish(), nil
+	return w.recs, nil
 }
 
 // resume returns where the record after seq after starts when the marks
@@ -106,8 +106,6 @@ type peekWalk struct {
 	next     uint64
 	from     uint64 // records before this seq are checked and marked, not kept
 }
-
-func (w *peekWalk) finish() []Record { return w.recs }
 
 // own copies the data of recs, which point into the read buffer, into
 // one allocation of their exact size: each chunk's records cost one
