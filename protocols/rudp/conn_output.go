@@ -20,6 +20,7 @@ func (c *Conn) appendPacket(b []byte, now int64) ([]byte, bool) {
 	case c.acceptSend:
 		return c.appendHandshake(b, now), true
 	}
+	c.armPersist(now) // Send may have queued data the window holds back
 	if c.creditBlocked() {
 		return c.appendLoneChallenge(b, now)
 	}

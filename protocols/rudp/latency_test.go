@@ -23,12 +23,18 @@ type telemetryResult struct {
 // every 20 ms for dur over a path of 20 ms RTT with loss each way; the
 // latency of a message is from Send to the server application reading it.
 func runTelemetry(t testing.TB, loss float64, sessions int, dur time.Duration) telemetryResult {
+	return runTelemetryTap(t, loss, sessions, dur, nil)
+}
+
+// runTelemetryTap is runTelemetry with tap seeing every datagram sent.
+func runTelemetryTap(t testing.TB, loss float64, sessions int, dur time.Duration, tap func(up bool, b []byte)) telemetryResult {
 	imp := lossy.Impairment{Loss: loss, Delay: 10 * time.Millisecond}
 	if loss < 0 { // bursty: Gilbert-Elliott, about 10 % in runs of about 4
 		imp.Loss = 0
 		imp.Burst = &lossy.GilbertElliott{GoodToBad: 0.03, BadToGood: 0.25, LossGood: 0.0, LossBad: 0.9}
 	}
 	s := newSim(t, 51, Config{}, lossy.Config{Up: imp, Down: imp})
+	s.tap = tap
 	var lat []time.Duration
 	last := map[uint64]uint32{}
 	s.onServerMessage = func(c *Conn, m []byte) {

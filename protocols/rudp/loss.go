@@ -137,7 +137,20 @@ func (c *Conn) armLossTimers(now int64, newAck bool) {
 			c.loss.ptoAt = 0
 		}
 	}
-	blocked := c.snd.flying == 0 && c.snd.lost == 0 && c.snd.nxt < c.snd.end && c.snd.nxt >= c.peerLimit
+	c.armPersist(now)
+}
+
+// armPersist starts the persist timer when only the peer's window holds
+// data back and nothing is in flight (no ACK will come to open it), and
+// stops it otherwise. The window can close on the sender in two ways: an
+// ACK acknowledges the last fragment in flight at the window's edge, or
+// Send queues a message when everything sent so far, up to the edge, is
+// already acknowledged. The second comes with no ACK, so appendPacket
+// arms the timer too: without it, a lost window update left the sender
+// waiting for a word its peer had no reason to send.
+func (c *Conn) armPersist(now int64) {
+	q := &c.snd
+	blocked := q.flying == 0 && q.lost == 0 && q.nxt < q.end && q.nxt >= c.peerLimit
 	switch {
 	case !blocked:
 		c.loss.persistAt, c.loss.persistN = 0, 0
