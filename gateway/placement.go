@@ -72,11 +72,10 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 	p.disp.Observe(w.local, p.protoBit(c.proto), pat)
 }
 
-// sample records one timed event of c: the worker's average, its busy
-// time estimate, and c's own profile if it has one.
+// sample records one timed event of c: the worker's average and c's own
+// profile if it has one.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
-	w.busyNs.Add(ns * sampleEvery)
 	if pl := w.places[c.fd]; pl != nil {
 		pl.prof.Sample(ns)
 	}

@@ -7,15 +7,15 @@ import (
 )
 
 // What placement knows, for /metrics: the work each worker is counted for
-// (what Pick compares), the handler time it actually spent (estimated
-// from the 1-in-sampleEvery timed events), and the history table's
+// (what Pick compares), the time it actually spent working (each poll
+// turn that found work, timed), and the history table's
 // counters per pool.
 var (
 	descWork = prometheus.NewDesc("edgemux_worker_work",
 		"Work the dispatcher counts for a worker: the sum of its connections' weights, in units of 1 ms of handler time per second (at least 1 per connection).",
 		[]string{"pool", "worker"}, nil)
 	descBusy = prometheus.NewDesc("edgemux_worker_busy_seconds_total",
-		"Time a worker spent reading and handling events, estimated from one timed event in 64.",
+		"Wall time a worker spent in turns that found work (reading, handling, writing), each turn timed.",
 		[]string{"pool", "worker"}, nil)
 	descHistory = prometheus.NewDesc("edgemux_placement_history_total",
 		"Placement history lookups (hit, miss) and evictions per pool.",

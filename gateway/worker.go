@@ -18,7 +18,7 @@ import (
 const (
 	readBufSize      = 64 << 10 // one read buffer per worker, shared by its connections
 	readsPerEvent    = 16       // reads before a busy connection yields to the others
-	sampleEvery      = 64       // events per timed one (a power of two: the modulo is a mask)
+	sampleEvery      = 16       // a connection's events per timed one (a power of two: the modulo is a mask)
 	eventsPerRing    = 256      // events taken from one ring before looking at the next
 	workerTick       = 100 * time.Millisecond
 	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
@@ -63,10 +63,9 @@ type worker struct {
 	served atomic.Uint64
 
 	// Placement (placement.go): what the worker learns for the dispatcher.
-	busyNs  atomic.Uint64        // handler time, estimated from the sampled events
-	sampled uint64               // events taken, for choosing the ones to time
-	costNs  uint32               // smoothed sampled handler time per event, all its connections
-	places  map[int32]*placement // by fd: what placement learns of a connection
+	busyNs atomic.Uint64        // wall time in poll turns that found work, measured per turn
+	costNs uint32               // smoothed sampled handler time per event, all its connections
+	places map[int32]*placement // by fd: what placement learns of a connection
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -137,6 +136,11 @@ func (w *worker) run() {
 			last = now
 		}
 		busy := w.poll()
+		if busy {
+			// Work, measured: the turn's wall time, two clock reads a
+			// turn (now is the first), however many events it held.
+			w.busyNs.Add(uint64(time.Since(now)))
+		}
 		// Datagram handlers' timers (retransmissions) want about a
 		// millisecond, not the 100 ms the connections' wheel steps by.
 		timeout := w.parkTimeout(now)
@@ -171,7 +175,13 @@ func (w *worker) ready() bool {
 func (w *worker) poll() bool {
 	busy := false
 	for li, r := range w.rings {
-		for range eventsPerRing {
+		// What the ring held when its turn began, not what arrives
+		// meanwhile: two connections of one loop whose handlers take
+		// milliseconds keep their ring non-empty (each one's next
+		// message lands while the other is served), and a turn that
+		// popped until empty served them back to back for 256 events
+		// while the other loops' connections on this worker waited.
+		for range min(r.Len(), eventsPerRing) {
 			id, ok := r.Pop()
 			if !ok {
 				break
@@ -236,11 +246,15 @@ func (w *worker) handle(id uint64) {
 		w.g.reg.CountStale()
 		return
 	}
-	// One event in sampleEvery is timed, read and handler together: two
-	// clock reads per 64 events keep the cost estimate cheap.
-	w.sampled++
+	// One event in sampleEvery of each connection is timed, read and
+	// handler together: two clock reads per 16 of its events keep the
+	// cost estimate cheap. Counted per connection, not per worker: with
+	// one worker-wide count a quiet connection beside a busy one got a
+	// sample a minute and was weighed at the worker's average, the busy
+	// one's cost (a 10 ms bystander beside 2 ms messages weighed 100x
+	// what it costs).
 	var t0 time.Time
-	if w.sampled%sampleEvery == 0 {
+	if s.Events()%sampleEvery == 0 {
 		t0 = time.Now()
 	}
 	if bits&registry.EvWrite != 0 {
@@ -389,6 +403,9 @@ func (w *worker) feed(c *conn, b []byte) {
 		if benchSlowBuild && benchSlowFor(c) {
 			time.Sleep(benchSlow.delay) // benchmark builds only (benchslow.go)
 		}
+		if testHookData != nil {
+			testHookData(c)
+		}
 		err := w.safe(c, data, func() error {
 			var err error
 			n, err = c.sess.Data(data)
@@ -426,6 +443,11 @@ func (w *worker) feed(c *conn, b []byte) {
 		c.setInput(append([]byte(nil), data...))
 	}
 }
+
+// testHookData runs before each Data call: with it a test makes some
+// connections' messages cost handler time (set it before the gateway
+// starts, clear it after the gateway stops).
+var testHookData func(c *conn)
 
 // discard reads a lingering connection's input and drops it, stopping at
 // a short read as read does unless toEOF; the peer's EOF, or a socket

@@ -50,10 +50,10 @@ const (
 	// class being placed; the popcount term adds 0..63 to it.
 	DupPenalty = 64
 	// ClassWeight is the cost of one live connection placed as the same
-	// class: 64 units of work, so connections of one class spread evenly
-	// over the pool unless the workers' work differs by more than 64 ms of
-	// handler time a second.
-	ClassWeight = 64 * LoadWeight
+	// class: one unit of work. Among workers of equal work the class
+	// spreads; a worker with less work wins over one with fewer
+	// connections of the class (see PickWeighted for why).
+	ClassWeight = LoadWeight
 	// maxCostLoad keeps load*LoadWeight far from overflow.
 	maxCostLoad = 1 << 40
 )
@@ -189,7 +189,7 @@ func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
 //
 // Under Entropy it returns the eligible worker with the lowest
 //
-//	cost = same*ClassWeight + work*LoadWeight + dup
+//	cost = work*LoadWeight + same*ClassWeight + dup
 //	dup  = 0                                        if class ∉ recent
 //	     = DupPenalty + (64 - popcount(recent))     if class ∈ recent
 //
@@ -201,19 +201,26 @@ func (d *Dispatcher) Pick(proto uint8, pattern Pattern) int {
 // LeastConns it returns the one with the fewest live connections, from
 // the same rotating start.
 //
-// Why: same comes first because a weight is an estimate and often a
-// biased one: a device measured while it shared a stacked worker looks
-// lighter than it will be on its own. Devices of one class behave alike, so
-// spreading the class evenly is robust where weights are not; only a
-// difference of more than 64 units of work overrides it. Then work: a bursty connection
-// that costs 20 ms of handler time a second weighs as much as twenty quiet
-// ones, and the next heavy one goes where the work is least, not where
-// the connections are fewest. dup is 64..127, between one and two units'
-// worth, so a worker already serving this class loses to one that lacks
-// it and has one more unit of work, but never to one with two more.
-// Within that slack the class spreads: connections of one protocol and
-// pattern land on different workers instead of piling their bursts (or
-// their simultaneous timeouts) onto one goroutine, and in a mixed pool the
+// Why work comes first: work is what a worker's other connections wait
+// behind, and a connection's weight measures it (events a second times
+// the handler time sampled on that very connection). The class is a
+// weaker signal: it is decided from the gaps between a connection's
+// events, and a handler that takes milliseconds stretches those gaps, so
+// a device that sends trains of messages costing 2 ms each, sharing its
+// worker with another like it, arrives every 4 ms or more and reads as
+// steady, like the quiet devices around it. When the class came first
+// (one live connection of the class outweighed 64 units of work), such
+// devices, counted as one class with the quiet ones, landed 1/3/3/1 on
+// four workers and the bystanders beside three of them fell hundreds of
+// milliseconds behind (examples/bench/placement); work first puts them
+// 2/2/2/2. same is a tie-break worth one unit: connections of one class
+// spread over workers of equal work, as unknown connections (weight 1)
+// do. dup is 64..127, between one and two units' worth, so a worker
+// already serving this class loses to one that lacks it and has one more
+// unit of work. Within that slack the
+// class spreads: connections of one protocol and pattern land on
+// different workers instead of piling their bursts (or their
+// simultaneous timeouts) onto one goroutine, and in a mixed pool the
 // protocols spread the same way, since the class includes the protocol.
 // The popcount term makes a duplicate cheaper on a worker with a broad
 // recent mix than on one that serves little else: adding a class to a

@@ -184,20 +184,100 @@ func TestPickEntropyPrefersMissingClass(t *testing.T) {
 	}
 }
 
-// A live connection placed as the same class outweighs the work of up to
-// 64 others: the class spreads first.
+// Among workers of equal work a live connection of the same class
+// decides; one more unit of work on the other side outweighs it.
 func TestPickEntropySpreadsLiveClass(t *testing.T) {
 	d := mustDispatcher(t, Entropy, pool(2, protoModbus), 0)
 	w := d.PickWeighted(protoModbus, PatternBursty, 1)
 	other := 1 - w
-	d.workers[other].work.Store(60)
+	d.workers[other].work.Store(1) // a connection of another class
 	if got := d.PickWeighted(protoModbus, PatternBursty, 1); got != other {
-		t.Fatalf("second bursty on worker %d with the first, want %d (60 units of work)", got, other)
+		t.Fatalf("second bursty on worker %d with the first, want %d (equal work)", got, other)
 	}
 	d.ReleaseWeighted(other, protoModbus, PatternBursty, 1)
-	d.workers[other].work.Store(70)
+	d.workers[other].work.Store(3)
 	if got := d.PickWeighted(protoModbus, PatternBursty, 1); got != w {
-		t.Fatalf("second bursty on worker %d at 70 units of work, want %d", got, w)
+		t.Fatalf("second bursty on worker %d at 3 units of work, want %d at 1", got, w)
+	}
+}
+
+// placeAll places conns (weight, pattern) in order on a fresh entropy
+// dispatcher of n workers and returns where each went.
+func placeAll(t *testing.T, n int, conns [][2]uint32) []int {
+	t.Helper()
+	d := mustDispatcher(t, Entropy, pool(n, protoModbus), 0)
+	at := make([]int, len(conns))
+	for i, c := range conns {
+		at[i] = d.PickWeighted(protoModbus, Pattern(c[1]), c[0])
+	}
+	return at
+}
+
+// Crafted loads: the adversarial order of examples/bench/placement. Every
+// 8th connection is a heavy device (weight 125: trains of messages that
+// cost 2 ms each, weighed while eight of them shared a worker) among
+// quiet ones (weight 3); a slow handler stretches the heavy devices'
+// gaps, so all of them read as steady. Each worker must get two heavy
+// devices. Fails before work came first: one live steady connection
+// outweighed 64 units, so the heavy devices went where the steady count
+// was low and landed 1/3/3/1.
+func TestPickEntropyWeighsWorkOverClass(t *testing.T) {
+	var conns [][2]uint32
+	for i := range 64 {
+		w := uint32(3)
+		if i%8 == 7 {
+			w = 125
+		}
+		conns = append(conns, [2]uint32{w, uint32(PatternSteady)})
+	}
+	at := placeAll(t, 4, conns)
+	heavy := make([]int, 4)
+	for i, w := range at {
+		if conns[i][0] == 125 {
+			heavy[w]++
+		}
+	}
+	for w, n := range heavy {
+		if n != 2 {
+			t.Fatalf("heavy devices per worker %v, want 2 each (worker %d)", heavy, w)
+		}
+	}
+	// The same with the heavy ones known as bursty: the class spreads
+	// them too.
+	for i := range conns {
+		if conns[i][0] == 125 {
+			conns[i][1] = uint32(PatternBursty)
+		}
+	}
+	at = placeAll(t, 4, conns)
+	clear(heavy)
+	for i, w := range at {
+		if conns[i][0] == 125 {
+			heavy[w]++
+		}
+	}
+	if heavy[0] != 2 || heavy[1] != 2 || heavy[2] != 2 || heavy[3] != 2 {
+		t.Fatalf("bursty heavy devices per worker %v, want 2 each", heavy)
+	}
+}
+
+// A heavy connection goes to the worker with less work even when that
+// worker holds more connections of its class (the smallest case of the
+// test above, by hand).
+func TestPickEntropyHeavyAvoidsHeavy(t *testing.T) {
+	d := mustDispatcher(t, Entropy, pool(2, protoModbus), 0)
+	d.workers[0].classes[classIndex(protoModbus, PatternSteady)].Store(1)
+	d.workers[0].work.Store(60) // one steady connection of 60 units
+	d.workers[1].classes[classIndex(protoModbus, PatternSteady)].Store(2)
+	d.workers[1].work.Store(2) // two of one unit
+	if got := d.PickWeighted(protoModbus, PatternSteady, 60); got != 1 {
+		t.Fatalf("a 60-unit connection went to worker %d (60 units), want 1 (2 units)", got)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		d.ReleaseWeighted(d.PickWeighted(protoModbus, PatternSteady, 60), protoModbus, PatternSteady, 60)
+	})
+	if allocs != 0 {
+		t.Fatalf("Pick on crafted loads allocates %v", allocs)
 	}
 }
 
@@ -232,7 +312,7 @@ func TestPickEntropyTiesRotate(t *testing.T) {
 }
 
 // Whatever the mix, Entropy's choice is within the slack of its cost: no
-// other eligible worker had a smaller 64*same + load by more than one
+// other eligible worker had a smaller same + load by more than one
 // (same: its live connections of the class placed; every weight is 1, so
 // work is load, and dup is under two units).
 func TestPickEntropyLoadBound(t *testing.T) {
@@ -256,12 +336,12 @@ func TestPickEntropyLoadBound(t *testing.T) {
 			pattern := Pattern(rng.IntN(int(numPatterns)))
 			score := make([]int, len(ws))
 			for w := range ws {
-				score[w] = 64*same(w, pattern) + len(live[w])
+				score[w] = same(w, pattern) + len(live[w])
 			}
 			w := d.Pick(protoModbus, pattern)
 			for o := range ws {
 				if score[w] > score[o]+1 {
-					t.Fatalf("op %d: picked worker %d at 64*same+load %d, worker %d had %d", i, w, score[w], o, score[o])
+					t.Fatalf("op %d: picked worker %d at same+load %d, worker %d had %d", i, w, score[w], o, score[o])
 				}
 			}
 			live[w] = append(live[w], pattern)

@@ -93,7 +93,8 @@ func (p *Profile) Seed(pattern Pattern, weight uint32) {
 }
 
 // Sample records one timed event's handler time. The caller times a
-// fraction of the events (say 1 in 64) to keep the clock reads cheap.
+// fraction of the connection's events (say 1 in 16) to keep the clock
+// reads cheap.
 func (p *Profile) Sample(ns uint64) {
 	p.costNs = SmoothCost(p.costNs, ns)
 	p.samples = min(p.samples+1, ProfileMinSamples)

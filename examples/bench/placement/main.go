@@ -1,13 +1,16 @@
 // Command placement is the adversarial placement benchmark: bursty
 // private-protocol devices connect in an order that stacks them on one
-// worker under round-robin (every Nth connection is bursty, N = the
-// pool's workers), among steady bystanders. For each dispatch policy it
-// starts an edgemux binary (a separate process), runs a first visit so
-// that placement can learn the devices, makes every device reconnect in
-// the same order, and measures the second visit: per-worker handler time
-// per one-second window (max/min, from edgemux_worker_busy_seconds_total)
-// and the bystanders' round-trip latency, taken from each ping's
-// scheduled send time (open loop: a late ping counts its lateness).
+// worker under round-robin (every period-th connection is bursty, the
+// period a multiple of the pool's workers), among steady bystanders. For
+// each dispatch policy it starts an edgemux binary (a separate process),
+// runs a first visit so that placement can learn the devices, makes every
+// device reconnect in the same order, and measures the second visit:
+// per-worker work per one-second window (max/min, from
+// edgemux_worker_busy_seconds_total, each worker turn timed), events
+// likewise, where the bursty devices sit, and the bystanders' round-trip
+// latency, taken from each ping's scheduled send time (open loop: a late
+// ping counts its lateness). With -slow and a -tags benchslow binary each
+// bursty message costs its worker that long.
 //
 // Every device dials from its own loopback address (127.0.1.x bursty,
 // 127.0.2.x steady), as devices on a network do; the gateway's history is
@@ -19,9 +22,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -108,15 +113,15 @@ func main() {
 	go stopGatewayOnSignal()
 	fmt.Printf("placement: workers=%d period=%d bursty=%d steady=%d train=%d pause=%s interval=%s warm=%s duration=%s slow=%s\n",
 		o.workers, o.period, o.bursty, o.steady, o.train, o.pause, o.interval, o.warm, o.duration, o.slow)
-	fmt.Printf("%-11s %8s %14s %8s %14s %9s %9s %9s %8s\n", "policy", "busy_max/min", "busy_share_%", "ev_max/min", "ev_share_%", "p50_ms", "p99_ms", "p999_ms", "pings")
+	fmt.Printf("%-11s %8s %14s %8s %14s %10s %9s %9s %9s %8s\n", "policy", "busy_max/min", "busy_share_%", "ev_max/min", "ev_share_%", "bursty_at", "p50_ms", "p99_ms", "p999_ms", "pings")
 	for _, p := range o.policies {
 		r, err := runPolicy(o, p)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "placement: %s: %v\n", p, err)
 			os.Exit(1)
 		}
-		fmt.Printf("%-11s %12.2f %14s %10.2f %14s %9.3f %9.3f %9.3f %8d\n", p, r.ratio, r.shares,
-			r.evRatio, r.evShares, ms(r.p50), ms(r.p99), ms(r.p999), r.pings)
+		fmt.Printf("%-11s %12.2f %14s %10.2f %14s %10s %9.3f %9.3f %9.3f %8d\n", p, r.ratio, r.shares,
+			r.evRatio, r.evShares, r.burstyAt, ms(r.p50), ms(r.p99), ms(r.p999), r.pings)
 	}
 }
 
@@ -127,6 +132,7 @@ type result struct {
 	shares         string  // each worker's share of the busy time, whole run
 	evRatio        float64 // the same for events handled
 	evShares       string
+	burstyAt       string // bursty devices per worker in the measured visit
 	p50, p99, p999 time.Duration
 	pings          int
 }
@@ -196,13 +202,23 @@ func runPolicy(o options, policy string) (result, error) {
 	}
 	// Second visit, measured.
 	var windows [][]float64
-	lat, err := visit(o, addr, o.duration, func(stop <-chan struct{}) {
+	var burstyAt string
+	var workerOf map[string]int
+	byDevice, err := visit(o, addr, o.duration, func(stop <-chan struct{}) {
+		burstyAt, workerOf = placed(addr, o.workers)
 		windows = sampleBusy(addr, o.workers, stop)
 	})
 	if err != nil {
 		return result{}, fmt.Errorf("second visit: %w", err)
 	}
-	r := result{pings: len(lat)}
+	if verbose {
+		printByWorker(byDevice, workerOf, o.workers)
+	}
+	var lat []time.Duration
+	for _, l := range byDevice {
+		lat = append(lat, l...)
+	}
+	r := result{pings: len(lat), burstyAt: burstyAt}
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		r.p50, r.p99, r.p999 = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)*999/1000]
@@ -246,7 +262,7 @@ func waitUp(addr string) error {
 // placed before the next dials), runs traffic for d and closes them all.
 // during, if set, runs alongside the traffic until it stops. It returns
 // the bystanders' latencies.
-func visit(o options, addr string, d time.Duration, during func(stop <-chan struct{})) ([]time.Duration, error) {
+func visit(o options, addr string, d time.Duration, during func(stop <-chan struct{})) (map[string][]time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	var devices []*device
@@ -274,7 +290,7 @@ func visit(o options, addr string, d time.Duration, during func(stop <-chan stru
 		if err := c.Ping(ctx); err != nil {
 			return nil, err
 		}
-		devices = append(devices, &device{c: c, bursty: bursty})
+		devices = append(devices, &device{c: c, bursty: bursty, from: from})
 	}
 	if during != nil && verbose {
 		if body, err := scrape(addr); err == nil {
@@ -288,7 +304,7 @@ func visit(o options, addr string, d time.Duration, during func(stop <-chan stru
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var lat []time.Duration
+	lat := map[string][]time.Duration{}
 	var firstErr error
 	for _, dv := range devices {
 		wg.Add(1)
@@ -296,7 +312,9 @@ func visit(o options, addr string, d time.Duration, during func(stop <-chan stru
 			defer wg.Done()
 			l, err := dv.run(ctx, o, stop)
 			mu.Lock()
-			lat = append(lat, l...)
+			if !dv.bursty {
+				lat[dv.from] = l
+			}
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -324,6 +342,7 @@ func dialFrom(ctx context.Context, addr, from string) (*private.Client, error) {
 type device struct {
 	c      *private.Client
 	bursty bool
+	from   string // its source address, unique
 }
 
 // run sends until stop: a bursty device trains of back-to-back pings with
@@ -410,16 +429,86 @@ func busy(addr string, workers int) ([]float64, error) {
 	return out, nil
 }
 
-func scrape(addr string) (string, error) {
+// placed reads the gateway's registry view: how many bursty devices each
+// worker of the pool holds ("2/2/2/2") and each device's worker (by source
+// address), the workers numbered 0.. in the order of their global numbers.
+func placed(addr string, workers int) (string, map[string]int) {
+	body, err := get(addr, "/debug/registry?max=20000")
+	if err != nil {
+		return "-", nil
+	}
+	var reg struct {
+		Slots []struct {
+			Worker int    `json:"worker"`
+			Peer   string `json:"peer"`
+		} `json:"slots"`
+	}
+	if json.Unmarshal([]byte(body), &reg) != nil {
+		return "-", nil
+	}
+	bursty, global := map[int]int{}, map[string]int{}
+	for _, s := range reg.Slots {
+		ip, _, _ := strings.Cut(s.Peer, ":")
+		if s.Worker < 0 || !strings.HasPrefix(ip, "127.0.") || strings.HasPrefix(ip, "127.0.0.") {
+			continue // not a device (the scrape itself, say)
+		}
+		global[ip] = s.Worker
+		bursty[s.Worker] += 0
+		if strings.HasPrefix(ip, "127.0.1.") {
+			bursty[s.Worker]++
+		}
+	}
+	ids := slices.Sorted(maps.Keys(bursty))
+	if len(ids) != workers {
+		return fmt.Sprintf("%d-workers", len(ids)), nil
+	}
+	parts := make([]string, len(ids))
+	local := map[string]int{}
+	for i, id := range ids {
+		parts[i] = fmt.Sprint(bursty[id])
+		for ip, w := range global {
+			if w == id {
+				local[ip] = i
+			}
+		}
+	}
+	return strings.Join(parts, "/"), local
+}
+
+// printByWorker prints, for each worker, its bystanders and their p99.
+func printByWorker(byDevice map[string][]time.Duration, workerOf map[string]int, workers int) {
+	lat := make([][]time.Duration, workers)
+	n := make([]int, workers)
+	for from, l := range byDevice {
+		w, ok := workerOf[from]
+		if !ok {
+			continue
+		}
+		n[w]++
+		lat[w] = append(lat[w], l...)
+	}
+	for w := range lat {
+		slices.Sort(lat[w])
+		p99 := time.Duration(0)
+		if len(lat[w]) > 0 {
+			p99 = lat[w][len(lat[w])*99/100]
+		}
+		fmt.Fprintf(os.Stderr, "  worker %d: %d bystanders, p99 %.3f ms\n", w, n[w], ms(p99))
+	}
+}
+
+func scrape(addr string) (string, error) { return get(addr, "/metrics") }
+
+func get(addr, path string) (string, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
+	resp, err := c.Get("http://" + addr + path)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("metrics: %s", resp.Status)
+		return "", fmt.Errorf("%s: %s", path, resp.Status)
 	}
 	return string(b), err
 }
