@@ -49,6 +49,16 @@ func compileTemplate(s string) template {
 
 // render fills the template in for topic, which filter matched.
 func (t template) render(filter, topic, gateway string) string {
+	if len(t) == 1 { // "{topic}", the commonest map, and its like: no copy
+		switch t[0].field {
+		case 0:
+			return t[0].lit
+		case fieldTopic:
+			return topic
+		case fieldGateway:
+			return gateway
+		}
+	}
 	var wild []string
 	var b strings.Builder
 	for _, p := range t {

@@ -24,24 +24,32 @@ import (
 // ErrUnmappable is a topic NATS subjects cannot carry.
 var ErrUnmappable = errors.New("north: topic not expressible as a NATS subject")
 
-// subjectOf maps a topic to a subject (one pass, one allocation: it is
-// on every publish's path).
+// subjectOf maps a topic to a subject: one pass, one allocation, as it
+// is on every publish's path. (A cache of the mapped subjects, tried,
+// measured no cheaper under load: its lookups missed the CPU cache.)
 func subjectOf(topic string) (string, bool) {
+	var b strings.Builder
+	b.Grow(len(topic))
 	start := 0
 	for i := 0; i <= len(topic); i++ {
-		if i < len(topic) && topic[i] != '/' {
-			switch topic[i] {
-			case '.', '*', '>', ' ', '\t', '\r', '\n':
+		if i == len(topic) || topic[i] == '/' {
+			if i == start { // an empty level
 				return "", false
 			}
+			if i < len(topic) {
+				b.WriteByte('.')
+			}
+			start = i + 1
 			continue
 		}
-		if i == start { // an empty level
+		switch c := topic[i]; c {
+		case '.', '*', '>', ' ', '\t', '\r', '\n':
 			return "", false
+		default:
+			b.WriteByte(c)
 		}
-		start = i + 1
 	}
-	return strings.ReplaceAll(topic, "/", "."), true
+	return b.String(), true
 }
 
 // subjectFilter maps an MQTT filter to a subject filter.

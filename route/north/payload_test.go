@@ -41,6 +41,10 @@ func TestTemplates(t *testing.T) {
 		{"plant/#", "x/{topic}", "plant", "x/plant"},
 		{"+/+/#", "{2}.{1}/{3}", "a/b/c/d", "b.a/c/d"},
 		{"cmd/#", "{1}", "cmd/ctl/lamp", "ctl/lamp"},
+		{"plant/#", "{topic}", "plant/a", "plant/a"},
+		{"plant/#", "{gateway}", "plant/a", "gw"},
+		{"plant/#", "fixed/topic", "plant/a", "fixed/topic"},
+		{"plant/+", "{1}", "plant/a", "a"},
 	} {
 		if got := compileTemplate(tt.tmpl).render(tt.filter, tt.topic, "gw"); got != tt.want {
 			t.Errorf("%s with %s on %s = %q, want %q", tt.tmpl, tt.filter, tt.topic, got, tt.want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -161,6 +162,50 @@ func (b *benchmark) jsDirect(url string) result {
 // natsBench runs natscli's `nats bench pub` (one client, the same count
 // and size) and returns the msgs/s it reports; 0 (and the output) when
 // its output has no figure.
+// natsBenchRounds compares bus -> core NATS, without and with a store,
+// and the drain after an outage (first round only) with `nats bench
+// pub`'s own figure, timed the way it times itself: its
+// publisher, to the last flush, no subscriber. Each round runs nats bench
+// and then the two rows, so every share is of a figure taken moments
+// before; with rounds > 1 the median share of each row is printed too,
+// as one round on a shared machine can land on a neighbour's burst.
+func (b *benchmark) natsBenchRounds(bin, url string, rounds int) {
+	rows := []struct {
+		what string
+		run  func() result
+		once bool // in the first round only (the outage takes a minute)
+	}{
+		{"edgemux bus -> nats (core, QoS 1), as nats bench times it", func() result { return b.sinkToFlush(url, false) }, false},
+		{"edgemux bus -> nats (core, QoS 1, store), as nats bench times it", func() result { return b.sinkToFlush(url, true) }, false},
+		{fmt.Sprintf("edgemux nats drain after a %v outage, as nats bench times it", b.outage), func() result { return b.outageDrainToFlush(url) }, true},
+	}
+	shares := make([][]float64, len(rows))
+	for round := range max(rounds, 1) {
+		top := b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(bin, url) })
+		if top <= 0 {
+			return
+		}
+		for i, r := range rows {
+			if r.once && round > 0 {
+				continue
+			}
+			if share := b.rowAgainst(r.what, top, r.run); share > 0 {
+				shares[i] = append(shares[i], share)
+			}
+		}
+	}
+	if rounds < 2 {
+		return
+	}
+	for i, r := range rows {
+		if len(shares[i]) > 1 {
+			slices.Sort(shares[i])
+			fmt.Printf("%-62s median %4.0f %% of nats bench over %d rounds (%.0f-%.0f %%)\n", r.what, 100*shares[i][len(shares[i])/2], len(shares[i]),
+				100*shares[i][0], 100*shares[i][len(shares[i])-1])
+		}
+	}
+}
+
 func (b *benchmark) natsBench(bin, url string) float64 {
 	out, err := exec.Command(bin, "bench", "pub", "bench.natscli", "--server", url, "--msgs", strconv.Itoa(b.n),
 		"--size", strconv.Itoa(len(b.payload))+"B", "--clients", "1", "--no-progress",

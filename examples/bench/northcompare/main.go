@@ -44,6 +44,7 @@ func main() {
 	inflight := flag.Int("inflight", 256, "the sinks' inflight (their window) and the JetStream ceiling's window")
 	only := flag.String("only", "", "run only the rows whose name contains this (with their broker's ceiling)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the rows run (not of the ceilings) here")
+	rounds := flag.Int("rounds", 1, "rounds of the comparison with `nats bench pub` (it and the two rows timed its way, in turn); the median share is printed")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -80,13 +81,9 @@ func main() {
 
 	if b.wants("nats") {
 		b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
-		if *natsCLI != "" {
-			b.benchTop = b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(*natsCLI, ns.url) })
-		}
 	}
-	if b.benchTop > 0 { // timed as nats bench times itself: its publisher, to the last flush, no subscriber
-		b.rowAgainst("edgemux bus -> nats (core, QoS 1), as nats bench times it", b.benchTop, func() result { return b.sinkToFlush(ns.url, false) })
-		b.rowAgainst("edgemux bus -> nats (core, QoS 1, store), as nats bench times it", b.benchTop, func() result { return b.sinkToFlush(ns.url, true) })
+	if *natsCLI != "" && b.wants("nats") {
+		b.natsBenchRounds(*natsCLI, ns.url, *rounds)
 	}
 	b.row("edgemux bus -> nats (core, QoS 1)", func() result { return b.sink(ns.url, "nats", "", false) })
 	b.row("edgemux bus -> nats (core, QoS 1, store)", func() result { return b.sink(ns.url, "nats", "", true) })
@@ -146,7 +143,6 @@ type benchmark struct {
 	rate      int
 	runs      int
 	top       float64 // the current broker's ceiling, msgs/s
-	benchTop  float64 // nats bench pub's own figure, msgs/s (0: not run)
 }
 
 // result is one row's figure: count messages in d.
@@ -170,10 +166,10 @@ func (b *benchmark) ceiling(what string, run func() result) {
 // row prints a figure and its share of the ceiling.
 func (b *benchmark) row(what string, run func() result) { b.rowAgainst(what, b.top, run) }
 
-// rowAgainst prints a figure and its share of top.
-func (b *benchmark) rowAgainst(what string, top float64, run func() result) {
+// rowAgainst prints a figure and returns its share of top (0: not run).
+func (b *benchmark) rowAgainst(what string, top float64, run func() result) float64 {
 	if !strings.Contains(what, b.only) {
-		return
+		return 0
 	}
 	if profile != nil {
 		check(pprof.StartCPUProfile(profile))
@@ -185,6 +181,7 @@ func (b *benchmark) rowAgainst(what string, top float64, run func() result) {
 		profile = nil // one row per profile: the first that runs
 	}
 	fmt.Printf("%-62s %9.0f msgs/s  %4.0f %%  %5.2f us  (%d in %v%s)\n", what, r.rate(), 100*r.rate()/top, perMessage(cpu, r), r.count, r.d.Round(time.Millisecond), r.note)
+	return r.rate() / top
 }
 
 // wants reports whether broker's ceiling runs: unless -only names

@@ -49,13 +49,17 @@ func (b *benchmark) sink(url, kind, stream string, store bool) result {
 // sink's last flush has returned (every message counted published: the
 // server read it), with no subscriber for the server to deliver to.
 func (b *benchmark) sinkToFlush(url string, store bool) result {
-	return b.timeSink(url, "nats", "", store, func(set *north.Set) {
-		for deadline := time.Now().Add(5 * time.Minute); set.Stats()[0].Published < uint64(b.n); time.Sleep(100 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				panic(fmt.Sprintf("only %d of %d published", set.Stats()[0].Published, b.n))
-			}
+	return b.timeSink(url, "nats", "", store, func(set *north.Set) { waitPublished(set, b.n) })
+}
+
+// waitPublished waits until the sink counts n published: settled by a
+// flush the server answered.
+func waitPublished(set *north.Set, n int) {
+	for deadline := time.Now().Add(5 * time.Minute); set.Stats()[0].Published < uint64(n); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("only %d of %d published", set.Stats()[0].Published, n))
 		}
-	})
+	}
 }
 
 // timeSink starts a sink, publishes n messages on the bus and times them
@@ -84,14 +88,14 @@ func (b *benchmark) relayed(url, kind string) (*relay, *bus.Bus, *north.Set) {
 }
 
 // drainFrom opens the relay and times the backlog of count from the
-// link up until the subscriber has them all (the reconnect's backoff,
-// up to 5 s after a long outage, is not the drain's: it is printed).
-func drainFrom(r *relay, set *north.Set, rc receiver, count int) result {
+// link up until arrived(count) returns (the reconnect's backoff, up to
+// 5 s after a long outage, is not the drain's: it is printed).
+func drainFrom(r *relay, set *north.Set, arrived func(int), count int) result {
 	opened, cpu := time.Now(), cpuTime()
 	r.open.Store(true)
 	waitUp(set)
 	start := time.Now()
-	rc.wait(count)
+	arrived(count)
 	return result{count: count, d: time.Since(start), note: fmt.Sprintf("; link back %v after the broker", start.Sub(opened).Round(time.Millisecond)), cpu: cpuTime() - cpu}
 }
 
@@ -106,17 +110,34 @@ func (b *benchmark) drain(url, kind string) result {
 		check(bb.Publish(b.topic(i), b.payload, "bench"))
 	}
 	waitQueued(set, b.n)
-	return drainFrom(r, set, rc, b.n)
+	return drainFrom(r, set, rc.wait, b.n)
 }
 
 // outageDrain: the broker unreachable for the outage while the bus
 // publishes at a steady rate into the store, then the broker back and the
-// backlog's drain timed.
+// backlog's drain timed until a subscriber has it all.
 func (b *benchmark) outageDrain(url, kind string) result {
 	rc := b.receive(url, kind, "")
 	defer rc.close()
-	r, bb, set := b.relayed(url, kind)
+	r, set, sent := b.backlogOfOutage(url, kind)
 	defer set.Close()
+	return drainFrom(r, set, rc.wait, sent)
+}
+
+// outageDrainToFlush: the same backlog drained to core NATS, timed as
+// `nats bench pub` times itself: until the sink's last flush has returned
+// for every message, with no subscriber for the server to deliver to.
+func (b *benchmark) outageDrainToFlush(url string) result {
+	r, set, sent := b.backlogOfOutage(url, "nats")
+	defer set.Close()
+	return drainFrom(r, set, func(n int) { waitPublished(set, n) }, sent)
+}
+
+// backlogOfOutage builds a sink behind a closed relay and publishes on
+// the bus at a steady rate for the outage, returning once every message
+// is on disk.
+func (b *benchmark) backlogOfOutage(url, kind string) (*relay, *north.Set, int) {
+	r, bb, set := b.relayed(url, kind)
 	const tick = 10 * time.Millisecond
 	perTick := float64(b.rate) * tick.Seconds()
 	sent, owed := 0, 0.0
@@ -129,7 +150,7 @@ func (b *benchmark) outageDrain(url, kind string) result {
 	}
 	t.Stop()
 	waitQueued(set, sent)
-	return drainFrom(r, set, rc, sent)
+	return r, set, sent
 }
 
 func waitQueued(set *north.Set, n int) {
