@@ -2,6 +2,7 @@ package private
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/edgemux/edgemux/config"
@@ -41,5 +42,40 @@ func TestEchoAllocs(t *testing.T) {
 	})
 	if allocs > 3 {
 		t.Fatalf("%v allocations per echoed PUB, want at most 3 (topic, payload copy, message)", allocs)
+	}
+}
+
+// BenchmarkEcho is TestEchoAllocs' echo timed, the user-space work of one
+// echocompare request in this package and the bus (no socket: the output
+// goes to a buffer): a PUB of size bytes parsed and published, the
+// delivery drained, framed and written.
+func BenchmarkEcho(b *testing.B) {
+	for _, size := range []int{64, 1024} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			h := New(config.Private{}, newBus(bus.Options{}), nil)
+			c := &fakeConn{}
+			s, _ := h.Open(c)
+			topic := "echo/" + strconv.Itoa(size) + "/0"
+			if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, topic)...)); err != nil {
+				b.Fatal(err)
+			}
+			head := must(AppendPub(nil, Pub{Topic: []byte(topic)}))
+			frame := must(AppendPub(nil, Pub{Topic: []byte(topic), Data: make([]byte, size-len(head))}))
+			n := s.(protocols.Notified)
+			c.out.Reset()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Data(frame); err != nil {
+					b.Fatal(err)
+				}
+				if err := n.Notified(); err != nil {
+					b.Fatal(err)
+				}
+				if c.out.Len() != len(frame)+len(Source) {
+					b.Fatalf("echo of %d bytes, want %d", c.out.Len(), len(frame)+len(Source))
+				}
+				c.out.Reset()
+			}
+		})
 	}
 }

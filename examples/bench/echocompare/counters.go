@@ -1,6 +1,8 @@
 package main
 
-// The server's counters around the measured window: CPU time, the
+// The server's counters around the measured window: CPU time (and its
+// user-space part: the kernel's side of an echo is about the same for
+// every server, so what a server's own code costs shows there), the
 // context switches of all its threads (/proc/PID/task/*/status), and,
 // with -syscalls, its system calls as perf stat counts them (the
 // raw_syscalls:sys_enter tracepoint, every thread of the process). Per
@@ -22,6 +24,7 @@ import (
 type serverWindow struct {
 	pid      int
 	cpu0     float64
+	user0    float64
 	switches int64
 	t0       time.Time
 	perf     *exec.Cmd // nil: syscalls not counted
@@ -33,7 +36,8 @@ type serverWindow struct {
 // 1 % of a 5 s window; its count is not taken if perf is missing or
 // refuses).
 func openWindow(pid int, syscalls bool) *serverWindow {
-	w := &serverWindow{pid: pid, cpu0: procCPU(pid), switches: procSwitches(pid), t0: time.Now()}
+	w := &serverWindow{pid: pid, switches: procSwitches(pid), t0: time.Now()}
+	w.cpu0, w.user0 = procCPU(pid)
 	if !syscalls || pid <= 0 {
 		return w
 	}
@@ -54,7 +58,8 @@ func openWindow(pid int, syscalls bool) *serverWindow {
 // close reads the counters at the window's end and puts n requests'
 // figures into r: requests/s, CPU, switches and system calls per request.
 func (w *serverWindow) close(r *result, n int64) {
-	cpu1, sw1, t1 := procCPU(w.pid), procSwitches(w.pid), time.Now()
+	cpu1, user1 := procCPU(w.pid)
+	sw1, t1 := procSwitches(w.pid), time.Now()
 	syscalls := w.stopPerf()
 	r.Requests = n
 	r.RPS = float64(n) / t1.Sub(w.t0).Seconds()
@@ -63,6 +68,7 @@ func (w *serverWindow) close(r *result, n int64) {
 	}
 	if w.cpu0 >= 0 && cpu1 >= 0 {
 		r.CPUus = (cpu1 - w.cpu0) * 1e6 / float64(n)
+		r.UserUs = (user1 - w.user0) * 1e6 / float64(n)
 	}
 	if w.switches >= 0 && sw1 >= w.switches {
 		r.Switches = float64(sw1-w.switches) / float64(n)

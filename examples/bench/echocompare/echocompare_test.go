@@ -112,7 +112,7 @@ func TestEveryServerEchoes(t *testing.T) {
 		})
 	}
 	report := renderReport(rows)
-	for _, want := range []string{"edgemux / best peer", "| 40/10 | 1024 | nbio |", "server default, open loop", "switches/req"} {
+	for _, want := range []string{"edgemux / best peer", "| 40/10 | 1024 | nbio |", "server default, open loop", "switches/req", "user us/req"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}

@@ -54,6 +54,7 @@ type result struct {
 	Requests   int64   `json:"requests"`
 	RPS        float64 `json:"rps"`
 	CPUus      float64 `json:"cpu_us_per_req"`
+	UserUs     float64 `json:"user_us_per_req,omitempty"`  // the user-space part of CPUus (0: not read)
 	Syscalls   float64 `json:"syscalls_per_req,omitempty"` // 0: not counted
 	Switches   float64 `json:"switches_per_req,omitempty"` // context switches, every thread
 	P50us      float64 `json:"p50_us"`
@@ -351,22 +352,23 @@ func quantile(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[i].Nanoseconds()) / 1e3
 }
 
-// procCPU is the process's user+system CPU time in seconds, -1 if unknown.
-// The kernel counts it in clock ticks of 1/100 s on Linux (USER_HZ).
-func procCPU(pid int) float64 {
+// procCPU is the process's user+system CPU time in seconds and the user
+// part of it, both -1 if unknown. The kernel counts them in clock ticks of
+// 1/100 s on Linux (USER_HZ).
+func procCPU(pid int) (total, user float64) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return -1
+		return -1, -1
 	}
 	// Fields after the command name, which is in parentheses.
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	if len(f) < 13 {
-		return -1
+		return -1, -1
 	}
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return (ut + st) / 100, ut / 100
 }
 
 // procRSS is the process's resident set in bytes, 0 if unknown.

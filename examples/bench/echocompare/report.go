@@ -4,8 +4,9 @@ package main
 // per load (connections/active, request size), every server's figures and
 // edgemux's ratio to the best peer of the same run: for requests/s higher
 // is better (ratio >= 1 meets the goal), for CPU, p99 and idle bytes lower
-// is better (ratio <= 1 meets it). System calls and context switches per
-// request are no goal of their own; they say where the CPU goes.
+// is better (ratio <= 1 meets it). The user-space part of the CPU, system
+// calls and context switches per request are no goal of their own; they
+// say where the CPU goes.
 
 import (
 	"bufio"
@@ -58,23 +59,23 @@ func renderReport(rows []result) string {
 	for _, k := range keys {
 		if head := k.pin + ", " + k.mode + " loop"; head != last {
 			fmt.Fprintf(&b, "\n### server %s\n\n", head)
-			fmt.Fprintln(&b, "| conns/active | size | server | req/s | CPU us/req | syscalls/req | switches/req | p99 us | idle B/conn | errors |")
-			fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(&b, "| conns/active | size | server | req/s | CPU us/req | user us/req | syscalls/req | switches/req | p99 us | idle B/conn | errors |")
+			fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
 			last = head
 		}
 		g := groups[k]
 		best := bestPeer(g)
 		for _, r := range g {
-			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f | %s | %s | %.0f | %.0f | %d |\n",
-				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, perReq(r.Syscalls), perReq(r.Switches),
+			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f | %s | %s | %s | %.0f | %.0f | %d |\n",
+				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.Switches),
 				r.P99us, r.IdleBytes, r.Errors+r.DialFailed)
 		}
 		for _, r := range g {
 			if r.Server != "edgemux" || best.Server == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "| %d/%d | %d | edgemux / best peer | %s | %s | %s | %s | %s | %s | |\n",
-				r.Conns, r.Active, r.Size, ratio(r.RPS, best.RPS), ratio(r.CPUus, best.CPUus),
+			fmt.Fprintf(&b, "| %d/%d | %d | edgemux / best peer | %s | %s | %s | %s | %s | %s | %s | |\n",
+				r.Conns, r.Active, r.Size, ratio(r.RPS, best.RPS), ratio(r.CPUus, best.CPUus), ratio(r.UserUs, best.UserUs),
 				ratio(r.Syscalls, best.Syscalls), ratio(r.Switches, best.Switches),
 				ratio(r.P99us, best.P99us), ratio(r.IdleBytes, best.IdleBytes))
 		}
@@ -97,6 +98,7 @@ func bestPeer(g []result) result {
 		}
 		best.RPS = max(best.RPS, r.RPS)
 		best.CPUus = minPos(best.CPUus, r.CPUus)
+		best.UserUs = minPos(best.UserUs, r.UserUs)
 		best.Syscalls = minPos(best.Syscalls, r.Syscalls)
 		best.Switches = minPos(best.Switches, r.Switches)
 		best.P99us = minPos(best.P99us, r.P99us)
@@ -113,6 +115,14 @@ func minPos(a, b float64) float64 {
 		return a
 	}
 	return min(a, b)
+}
+
+// usPerReq prints microseconds per request, "n/a" when not read.
+func usPerReq(v float64) string {
+	if v <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 // perReq prints a per-request count, "n/a" when it was not counted.
