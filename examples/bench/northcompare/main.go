@@ -44,6 +44,7 @@ func main() {
 	inflight := flag.Int("inflight", 256, "the sinks' inflight (their window) and the JetStream ceiling's window")
 	only := flag.String("only", "", "run only the rows whose name contains this (with their broker's ceiling)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the rows run (not of the ceilings) here")
+	natsN := flag.Int("nats-n", 0, "messages per core NATS row, ceiling and nats bench included (0: -n); at 100,000 those rows last under 100 ms")
 	rounds := flag.Int("rounds", 1, "rounds of the comparison with `nats bench pub` (it and the two rows timed its way, in turn); the median share is printed")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -63,10 +64,8 @@ func main() {
 	for i := range payload {
 		payload[i] = 'x'
 	}
-	b := benchmark{only: *only, inflight: *inflight, n: *n, topics: *topics, payload: payload, dir: dir, outage: *outage, rate: *rate}
-	if b.rate == 0 {
-		b.rate = max(int(float64(b.n)/b.outage.Seconds()), 1)
-	}
+	b := benchmark{only: *only, inflight: *inflight, topics: *topics, payload: payload, dir: dir, outage: *outage, rateFlag: *rate}
+	b.setN(*n)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("messages=%d topics=%d size=%d outage=%v rate=%d/s  %s  loadavg %s", b.n, b.topics, len(payload), b.outage, b.rate,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), load)
@@ -79,6 +78,10 @@ func main() {
 	b.row("edgemux mqtt drain of a burst backlog", func() result { return b.drain(mq.url, "mqtt") })
 	b.row(fmt.Sprintf("edgemux mqtt drain after a %v outage", b.outage), func() result { return b.outageDrain(mq.url, "mqtt") })
 
+	if *natsN > 0 && *natsN != *n && b.wants("nats") {
+		b.setN(*natsN)
+		fmt.Printf("core NATS rows: messages=%d rate=%d/s\n", b.n, b.rate)
+	}
 	if b.wants("nats") {
 		b.ceiling("nats ceiling (nats.go core, flushed at the end)", func() result { return b.natsDirect(ns.url) })
 	}
@@ -90,6 +93,10 @@ func main() {
 	b.row("edgemux nats drain of a burst backlog", func() result { return b.drain(ns.url, "nats") })
 	b.row(fmt.Sprintf("edgemux nats drain after a %v outage", b.outage), func() result { return b.outageDrain(ns.url, "nats") })
 
+	if b.n != *n && b.wants("jetstream") {
+		b.setN(*n)
+		fmt.Printf("JetStream rows: messages=%d\n", b.n)
+	}
 	if b.wants("jetstream") {
 		b.ceiling(fmt.Sprintf("jetstream ceiling (nats.go PublishAsync, window %d)", b.inflight), func() result { return b.jsDirect(ns.url) })
 	}
@@ -140,9 +147,19 @@ type benchmark struct {
 	payload   []byte
 	dir       string
 	outage    time.Duration
-	rate      int
+	rate      int // messages/s published during an outage
+	rateFlag  int // -rate: 0 is n per outage
 	runs      int
 	top       float64 // the current broker's ceiling, msgs/s
+}
+
+// setN sets the messages per row, and the outage's rate with it unless
+// -rate gave one.
+func (b *benchmark) setN(n int) {
+	b.n, b.rate = n, b.rateFlag
+	if b.rate == 0 {
+		b.rate = max(int(float64(n)/b.outage.Seconds()), 1)
+	}
 }
 
 // result is one row's figure: count messages in d.
