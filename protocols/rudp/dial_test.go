@@ -183,19 +183,7 @@ func TestStreamLargeWrites(t *testing.T) {
 			}
 		}
 	}()
-	got := make([]byte, 0, len(want))
-	buf := make([]byte, 32<<10)
-	s.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for len(got) < len(want) {
-		n, err := s.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", len(got), err)
-		}
-		got = append(got, buf[:n]...)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("the echo differs from what was written")
-	}
+	readEcho(t, s, want, 32<<10, 60*time.Second)
 }
 
 // TestStreamReaderFallsBehind: the client writes 1 MiB before it reads
@@ -226,19 +214,7 @@ func TestStreamReaderFallsBehind(t *testing.T) {
 			t.Fatalf("write at %d: %v", off, err)
 		}
 	}
-	got := make([]byte, 0, len(want))
-	buf := make([]byte, 8<<10)
-	s.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for len(got) < len(want) {
-		n, err := s.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d of %d bytes: %v", len(got), len(want), err)
-		}
-		got = append(got, buf[:n]...)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("the echo differs from what was written")
-	}
+	readEcho(t, s, want, 8<<10, 60*time.Second)
 }
 
 // TestStreamThroughTheRelay: a Stream to an echoing server through the
@@ -296,9 +272,19 @@ func TestStreamThroughTheRelay(t *testing.T) {
 			off += n
 		}
 	}()
+	readEcho(t, s, want, 8<<10, 90*time.Second)
+	if st := relay.Stats(); st.Up.Lost == 0 || st.Down.Lost == 0 {
+		t.Errorf("the relay lost nothing: %+v", st)
+	}
+}
+
+// readEcho reads len(want) bytes from s, bufSize at a time, within
+// deadline, and fails unless they are want.
+func readEcho(t *testing.T, s *Stream, want []byte, bufSize int, deadline time.Duration) {
+	t.Helper()
 	got := make([]byte, 0, len(want))
-	buf := make([]byte, 8<<10)
-	s.SetReadDeadline(time.Now().Add(90 * time.Second))
+	buf := make([]byte, bufSize)
+	s.SetReadDeadline(time.Now().Add(deadline))
 	for len(got) < len(want) {
 		n, err := s.Read(buf)
 		if err != nil {
@@ -308,8 +294,5 @@ func TestStreamThroughTheRelay(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the echo differs from what was written")
-	}
-	if st := relay.Stats(); st.Up.Lost == 0 || st.Down.Lost == 0 {
-		t.Errorf("the relay lost nothing: %+v", st)
 	}
 }
