@@ -93,13 +93,7 @@ func TestQuietBesideHeavyWeighsItsOwnCost(t *testing.T) {
 		ping(t, q, 1) // each waits behind a heavy message or so
 	}
 	q.Close()
-	close(stop)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		t.Fatal(err)
-	default:
-	}
+	stopPingers(t, stop, &wg, errs)
 	h.Close()
 
 	weightOf := func(from string) uint32 {
@@ -189,17 +183,24 @@ func TestRingTurnServesOtherLoops(t *testing.T) {
 	const rounds = 20
 	ping(t, bystander, rounds)
 	during := heavyPings.Load() - before
+	stopPingers(t, stop, &wg, errs)
+	t.Logf("%d heavy round trips during the bystander's %d", during, rounds)
+	// Fair turns: a couple of heavy messages ahead of each bystander
+	// ping, a few more while its client sends the next one.
+	if during > 16*rounds {
+		t.Fatalf("%d heavy round trips while the bystander made %d: it waited behind their ring", during, rounds)
+	}
+}
+
+// stopPingers stops the pingUntil goroutines and fails the test with the
+// first error one of them met.
+func stopPingers(t *testing.T, stop chan struct{}, wg *sync.WaitGroup, errs <-chan error) {
+	t.Helper()
 	close(stop)
 	wg.Wait()
 	select {
 	case err := <-errs:
 		t.Fatal(err)
 	default:
-	}
-	t.Logf("%d heavy round trips during the bystander's %d", during, rounds)
-	// Fair turns: a couple of heavy messages ahead of each bystander
-	// ping, a few more while its client sends the next one.
-	if during > 16*rounds {
-		t.Fatalf("%d heavy round trips while the bystander made %d: it waited behind their ring", during, rounds)
 	}
 }
