@@ -11,7 +11,8 @@
 #
 # Environment: SERVERS ("edgemux mosquitto"), SUBS (1000), DURATION (10s),
 # SIZE (32), RATE (0 = as fast as the publisher's socket takes them),
-# MOSQUITTO (/usr/sbin/mosquitto; Debian's package).
+# MOSQUITTO (/usr/sbin/mosquitto; Debian's package), MEMORY_LIMIT (edgemux's
+# limits.memory_limit in bytes; 0, its default, is none).
 
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,7 @@ DURATION=${DURATION:-10s}
 SIZE=${SIZE:-32}
 RATE=${RATE:-0}
 MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
+MEMORY_LIMIT=${MEMORY_LIMIT:-0}
 work=$(mktemp -d /tmp/fanoutcompare.XXXXXX)
 pids=()
 
