@@ -11,7 +11,8 @@
 #
 # Environment: SERVERS ("edgemux mosquitto"), SUBS (1000), DURATION (10s),
 # SIZE (32), RATE (0 = as fast as the publisher's socket takes them),
-# MOSQUITTO (/usr/sbin/mosquitto; Debian's package).
+# MOSQUITTO (/usr/sbin/mosquitto; Debian's package), MEMORY_LIMIT (edgemux's
+# limits.memory_limit in bytes; 0, its default, is none).
 
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,7 @@ DURATION=${DURATION:-10s}
 SIZE=${SIZE:-32}
 RATE=${RATE:-0}
 MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
+MEMORY_LIMIT=${MEMORY_LIMIT:-0}
 work=$(mktemp -d /tmp/fanoutcompare.XXXXXX)
 pids=()
 
@@ -50,6 +52,18 @@ wait_port() {
 
 status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 syscw() { awk '$1 == "syscw:" { print $2 }' "/proc/$1/io"; }
+# sample_rss PID FILE: append "VmRSS RssAnon RssFile" (KiB) to FILE every
+# 20 ms while PID lives; the kernel keeps a peak of VmRSS (VmHWM) but not
+# of its parts, so the split of the peak is the largest sample's.
+sample_rss() {
+	while [ -r "/proc/$1/status" ]; do
+		awk '$1 == "VmRSS:" { r = $2 } $1 == "RssAnon:" { a = $2 } $1 == "RssFile:" { f = $2 }
+			END { if (r != "") print r, a, f }' "/proc/$1/status" >>"$2" 2>/dev/null || return 0
+		sleep 0.02
+	done
+}
+# peak_split FILE: "anon file" of the largest VmRSS sample in FILE.
+peak_split() { sort -n -k1,1 "$1" | tail -1 | awk '{ print $2, $3 }'; }
 cpu_seconds() { awk -v tck="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / tck }' "/proc/$1/stat"; }
 
 log "building into $work"
@@ -101,6 +115,10 @@ for name in $SERVERS; do
 	proto=private
 	[ "$name" = mosquitto ] && proto=mqtt
 	base=$(status_kib "$pid" VmRSS)
+	base_anon=$(status_kib "$pid" RssAnon)
+	base_file=$(status_kib "$pid" RssFile)
+	sample_rss "$pid" "$work/$name.rss" &
+	sampler=$!
 	cpu0=$(cpu_seconds "$pid")
 	w0=$(syscw "$pid")
 	log "$name (pid $pid, port $port): $SUBS subscribers, $DURATION of publishing"
@@ -109,7 +127,10 @@ for name in $SERVERS; do
 		log "$name: fanout failed: $(tail -1 "$work/$name.out")"
 	fi
 	result=$(grep '^result' "$work/$name.out" || true)
-	row[$name]="$result peak_rss_kib=$(status_kib "$pid" VmHWM) rss_kib=$(status_kib "$pid" VmRSS) base_rss_kib=$base cpu_s=$(echo "$(cpu_seconds "$pid") - $cpu0" | bc) write_calls=$(($(syscw "$pid") - w0))"
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
+	read -r peak_anon peak_file < <(peak_split "$work/$name.rss")
+	row[$name]="$result peak_rss_kib=$(status_kib "$pid" VmHWM) peak_anon_kib=$peak_anon peak_file_kib=$peak_file rss_kib=$(status_kib "$pid" VmRSS) base_rss_kib=$base base_anon_kib=$base_anon base_file_kib=$base_file cpu_s=$(echo "$(cpu_seconds "$pid") - $cpu0" | bc) write_calls=$(($(syscw "$pid") - w0))"
 	echo "$name ${row[$name]}" >>"$work/results.txt"
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
@@ -119,9 +140,18 @@ field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 echo
 echo "Fan-out, 1 publisher to $SUBS subscribers, ${SIZE}-byte payloads, $DURATION; $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  %-28s' ""; for name in $SERVERS; do printf '%14s' "$name"; done; echo
-for k in peak_rss_kib base_rss_kib rss_kib deliv_per_s pub_per_s delivered delivered_after_drain offered cpu_s write_calls; do
+for k in peak_rss_kib peak_anon_kib peak_file_kib base_rss_kib base_anon_kib base_file_kib rss_kib deliv_per_s pub_per_s delivered delivered_after_drain offered cpu_s write_calls; do
 	printf '  %-28s' "$k"
 	for name in $SERVERS; do printf '%14s' "$(field "${row[$name]:-}" "$k")"; done
 	echo
 done
+# ratio K: edgemux's K over mosquitto's, when both ran.
+ratio() {
+	local a b
+	a=$(field "${row[edgemux]:-}" "$1"); b=$(field "${row[mosquitto]:-}" "$1")
+	[ -n "$a" ] && [ -n "$b" ] && [ "$b" != 0 ] && echo "scale=2; $a / $b" | bc || echo -
+}
+if [ -n "${row[edgemux]:-}" ] && [ -n "${row[mosquitto]:-}" ]; then
+	echo "  edgemux/mosquitto: peak RSS $(ratio peak_rss_kib)x (RssAnon $(ratio peak_anon_kib)x, RssFile $(ratio peak_file_kib)x), deliveries/s $(ratio deliv_per_s)x"
+fi
 echo "== raw results in $work/results.txt"

@@ -36,6 +36,10 @@ const (
 	MaxConns     = 19000 // one process may hold 20,000 files
 	MaxPublishes = 100000
 	maxParallel  = 1024
+	// peakInterval is how often the server's resident set is sampled
+	// during the fan-out (the RssAnon/RssFile split of the peak; VmHWM
+	// gives the peak itself exactly).
+	peakInterval = 10 * time.Millisecond
 )
 
 // Sentinel errors.
@@ -211,7 +215,14 @@ func Run(ctx context.Context, cfg Config) (report.Result, error) {
 	}
 	res.LoadAvg, _ = memstat.LoadAvg() // a figure for the reader, not worth failing the run
 	cpu0 := cpuTimes(cfg.PID)
+	var peak *memstat.Sampler
+	if cfg.PID > 0 {
+		peak = memstat.StartSampler(cfg.PID, peakInterval)
+	}
 	fo := fl.fanout(ctx, cfg)
+	if peak != nil {
+		res.PeakFanout = peak.Stop()
+	}
 	cpu1 := cpuTimes(cfg.PID)
 	res.ServerCPU, res.ClientCPU = cpu1.server-cpu0.server, cpu1.client-cpu0.client
 	res.Expected, res.Delivered, res.FanoutSecs = fo.expected, fo.delivered, fo.seconds

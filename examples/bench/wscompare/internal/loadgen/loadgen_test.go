@@ -179,6 +179,11 @@ func TestRunAgainstPeers(t *testing.T) {
 			if res.Idle.RSS <= 0 || res.AfterFanout.HeapInuse <= 0 || res.FanoutSecs <= 0 {
 				t.Fatalf("samples not filled: %+v", res)
 			}
+			// The fan-out's peak: VmHWM reset at its start, its split sampled.
+			if pk := res.PeakFanout; pk.Samples < 2 || !pk.HWMSeen || pk.RSS < pk.Sampled ||
+				pk.Anon <= 0 || pk.File <= 0 || res.Idle.RSSAnon <= 0 || res.Idle.RSSFile <= 0 {
+				t.Fatalf("peak not filled: %+v, idle %+v", pk, res.Idle)
+			}
 		})
 	}
 }

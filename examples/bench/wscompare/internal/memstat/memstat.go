@@ -140,6 +140,8 @@ func RSS(pid int) (int64, error) {
 // Sample is one look at a server process.
 type Sample struct {
 	RSS        int64 `json:"rss"`        // bytes resident
+	RSSAnon    int64 `json:"rss_anon"`   // of which anonymous (heap, stacks)
+	RSSFile    int64 `json:"rss_file"`   // of which mapped files (the binary, libraries)
 	HeapInuse  int64 `json:"heap_inuse"` // bytes of Go heap spans in use
 	Goroutines int64 `json:"goroutines"`
 }
@@ -151,7 +153,7 @@ func Take(ctx context.Context, client *http.Client, pid int, metricsURL string) 
 		return Sample{}, err
 	}
 	// RSS after the fetch: the peers' forced GC has run by then.
-	rss, err := RSS(pid)
+	res, err := ReadResident(pid)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -163,7 +165,7 @@ func Take(ctx context.Context, client *http.Client, pid int, metricsURL string) 
 	if err != nil {
 		return Sample{}, err
 	}
-	return Sample{RSS: rss, HeapInuse: int64(heap), Goroutines: int64(g)}, nil
+	return Sample{RSS: res.RSS, RSSAnon: res.Anon, RSSFile: res.File, HeapInuse: int64(heap), Goroutines: int64(g)}, nil
 }
 
 // ParseLoadAvg returns the 1-minute load average of a /proc/loadavg text.

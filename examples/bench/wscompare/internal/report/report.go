@@ -35,7 +35,8 @@ type Result struct {
 	HeapForcedGC bool           `json:"heap_forced_gc"`  // heap figures taken right after runtime.GC()
 	Baseline     memstat.Sample `json:"baseline"`        // before the first connection
 	Idle         memstat.Sample `json:"idle"`            // with Conns subscribed and idle
-	AfterFanout  memstat.Sample `json:"after_fanout"`    // right after the fan-out
+	AfterFanout  memstat.Sample `json:"after_fanout"`    // right after the fan-out (after a forced GC)
+	PeakFanout   memstat.Peak   `json:"peak_fanout"`     // the most resident during the fan-out
 	Publishes    int            `json:"publishes"`       // fan-out publishes sent
 	Expected     int64          `json:"expected"`        // Publishes x subscribers
 	Delivered    int64          `json:"delivered"`       // deliveries counted by the clients
@@ -125,6 +126,7 @@ const (
 	needStart  need = iota // the baseline sample
 	needIdle               // the idle sample
 	needFanout             // the fan-out
+	needPeak               // the fan-out, with the server's memory sampled
 )
 
 func (r Result) reached(n need) bool {
@@ -133,6 +135,8 @@ func (r Result) reached(n need) bool {
 		return r.Conns > 0 && r.Idle.RSS > 0
 	case needFanout:
 		return r.Expected > 0
+	case needPeak:
+		return r.Expected > 0 && r.PeakFanout.Samples > 0
 	default:
 		return r.Baseline.RSS > 0
 	}
@@ -144,11 +148,16 @@ var rows = []row{
 	{"goroutines/conn, idle", Result.GoroutinesPerConn, "x", true, needIdle},
 	{"fan-out deliveries/s", Result.MsgsPerSec, "/s", true, needFanout},
 	{"server CPU/delivery", Result.CPUPerDelivery, "us", true, needFanout},
+	{"RSS peak in fan-out", func(r Result) float64 { return float64(r.PeakFanout.RSS) }, "MiB", true, needPeak},
+	{"  RssAnon at peak (heap)", func(r Result) float64 { return float64(r.PeakFanout.Anon) }, "MiB", true, needPeak},
+	{"  RssFile at peak (binary)", func(r Result) float64 { return float64(r.PeakFanout.File) }, "MiB", true, needPeak},
 	{"fan-out delivered", func(r Result) float64 { return pct(r.Delivered, r.Expected) }, "%", false, needFanout},
 	{"idle conns held", func(r Result) float64 { return float64(r.Conns) }, "n", false, needStart},
 	{"RSS baseline", func(r Result) float64 { return float64(r.Baseline.RSS) }, "MiB", false, needStart},
+	{"  RssAnon baseline", func(r Result) float64 { return float64(r.Baseline.RSSAnon) }, "MiB", false, needStart},
+	{"  RssFile baseline", func(r Result) float64 { return float64(r.Baseline.RSSFile) }, "MiB", false, needStart},
 	{"RSS idle", func(r Result) float64 { return float64(r.Idle.RSS) }, "MiB", false, needIdle},
-	{"RSS after fan-out", func(r Result) float64 { return float64(r.AfterFanout.RSS) }, "MiB", false, needFanout},
+	{"RSS after fan-out + GC", func(r Result) float64 { return float64(r.AfterFanout.RSS) }, "MiB", false, needFanout},
 	{"Go heap baseline", func(r Result) float64 { return float64(r.Baseline.HeapInuse) }, "MiB", false, needStart},
 	{"Go heap idle", func(r Result) float64 { return float64(r.Idle.HeapInuse) }, "MiB", false, needIdle},
 	{"goroutines baseline", func(r Result) float64 { return float64(r.Baseline.Goroutines) }, "n", false, needStart},

@@ -16,10 +16,12 @@ func sample(rss, heap, g int64) memstat.Sample {
 var (
 	edgemux = Result{Server: "edgemux", Conns: 1000, Baseline: sample(10<<20, 4<<20, 18),
 		Idle: sample(10<<20+1_000_000, 4<<20+500_000, 18), AfterFanout: sample(12<<20, 5<<20, 18),
-		Publishes: 10, Expected: 10000, Delivered: 10000, FanoutSecs: 0.5}
+		Publishes: 10, Expected: 10000, Delivered: 10000, FanoutSecs: 0.5,
+		PeakFanout: memstat.Peak{RSS: 45 << 20, Anon: 33 << 20, File: 12 << 20, Samples: 5}}
 	gorilla = Result{Server: "gorilla", Conns: 1000, HeapForcedGC: true, Baseline: sample(8<<20, 1<<20, 6),
 		Idle: sample(8<<20+20_000_000, 1<<20+10_000_000, 2006), AfterFanout: sample(30<<20, 12<<20, 2006),
-		Publishes: 10, Expected: 10000, Delivered: 10000, FanoutSecs: 1, ServerCPU: 2}
+		Publishes: 10, Expected: 10000, Delivered: 10000, FanoutSecs: 1, ServerCPU: 2,
+		PeakFanout: memstat.Peak{RSS: 30 << 20, Anon: 22 << 20, File: 8 << 20, Samples: 5}}
 	failed = Result{Server: "nbio", HeapForcedGC: true, Baseline: sample(9<<20, 3<<20, 10), Note: "dial failed"}
 )
 
@@ -54,8 +56,10 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{
 		"edgemux/gorilla", "edgemux/nbio",
 		"1000 B", "20000 B", // RSS per conn
-		"0.05", // edgemux/gorilla RSS per conn
-		"2.00", // edgemux/gorilla deliveries/s
+		"0.05",             // edgemux/gorilla RSS per conn
+		"2.00",             // edgemux/gorilla deliveries/s
+		"45.0 MiB", "1.50", // peak RSS in the fan-out and its ratio
+		"33.0 MiB", "12.0 MiB", // its RssAnon and RssFile
 		"note edgemux: heap read without a forced GC",
 		"note nbio: dial failed",
 	} {
