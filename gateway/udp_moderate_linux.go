@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +60,7 @@ func (l *loop) udpPoll() {
 	}
 	// Dry: re-arm. EPOLL_CTL_MOD looks at the socket as it is, so a
 	// datagram that came after the read above raises the event at once.
-	if err := l.ctl(unix.EPOLL_CTL_MOD, u.fd, 0, u.epollEvents()); err != nil {
+	if err := u.rearm(l.epfd); err != nil {
 		l.g.log.Warn("udp", "loop", l.idx, "err", err)
 		u.pollAt = l.nextUDPPoll(now) // poll on; the next try may re-arm
 		return
@@ -87,4 +88,18 @@ func (l *loop) udpPollTimeout(timeout int) int {
 		return 0
 	}
 	return min(timeout, int((wait+time.Millisecond-1)/time.Millisecond))
+}
+
+// rearm puts the polled socket back in epoll (EPOLL_CTL_MOD, as loop.ctl
+// registers it: fd, generation 0), as a raw call like the socket's reads
+// (dgramSyscall): announced, it woke the runtime's sysmon at the end of
+// every quiet spell.
+func (u *udpSocket) rearm(epfd int) error {
+	ev := unix.EpollEvent{Events: u.epollEvents(), Fd: int32(u.fd)}
+	_, _, e := dgramSyscall(unix.SYS_EPOLL_CTL, uintptr(epfd), unix.EPOLL_CTL_MOD, uintptr(u.fd),
+		uintptr(unsafe.Pointer(&ev)), 0, 0)
+	if e != 0 {
+		return sysErr("epoll_ctl", e)
+	}
+	return nil
 }
