@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -162,6 +166,40 @@ func (b *benchmark) jsDirect(url string) result {
 // natsBench runs natscli's `nats bench pub` (one client, the same count
 // and size) and returns the msgs/s it reports; 0 (and the output) when
 // its output has no figure.
+// mosquittoPub runs Debian's mosquitto_pub on n lines of the payload
+// (-l: one QoS 1 message a line, all on one topic, as -l has no way to
+// spread them) and returns n over its wall time, its start and connect
+// included: it exits once the last message's PUBACK is in.
+func (b *benchmark) mosquittoPub(url string) float64 {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(url, "tcp://"))
+	check(err)
+	lines := filepath.Join(b.dir, "mosquitto_pub.lines")
+	check(os.WriteFile(lines, bytes.Repeat(append(slices.Clone(b.payload), '\n'), b.n), 0o600))
+	in, err := os.Open(lines)
+	check(err)
+	defer in.Close()
+	cmd := exec.Command("mosquitto_pub", "-h", host, "-p", port, "-q", "1", "-t", "bench/mosquitto_pub", "-l")
+	cmd.Stdin = in
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Printf("mosquitto_pub: %v\n%s\n", err, out)
+		return 0
+	}
+	return float64(b.n) / time.Since(start).Seconds()
+}
+
+// mosquittoPubRows compares bus -> MQTT, without and with a store, with
+// mosquitto_pub's figure, timed its way (until every PUBACK is in, no
+// subscriber).
+func (b *benchmark) mosquittoPubRows(url string) {
+	top := b.figure("mosquitto_pub -l -q 1 (Debian's, one topic, same n and size)", "timed here, its start included", func() float64 { return b.mosquittoPub(url) })
+	if top <= 0 {
+		return
+	}
+	b.rowAgainst("edgemux bus -> mqtt (QoS 1), as mosquitto_pub times it", top, func() result { return b.sinkToAcked(url, "mqtt", false) })
+	b.rowAgainst("edgemux bus -> mqtt (QoS 1, store), as mosquitto_pub times it", top, func() result { return b.sinkToAcked(url, "mqtt", true) })
+}
+
 // natsBenchRounds compares bus -> core NATS, without and with a store,
 // and the drain after an outage (first round only) with `nats bench
 // pub`'s own figure, timed the way it times itself: its
@@ -175,13 +213,13 @@ func (b *benchmark) natsBenchRounds(bin, url string, rounds int) {
 		run  func() result
 		once bool // in the first round only (the outage takes a minute)
 	}{
-		{"edgemux bus -> nats (core, QoS 1), as nats bench times it", func() result { return b.sinkToFlush(url, false) }, false},
-		{"edgemux bus -> nats (core, QoS 1, store), as nats bench times it", func() result { return b.sinkToFlush(url, true) }, false},
+		{"edgemux bus -> nats (core, QoS 1), as nats bench times it", func() result { return b.sinkToAcked(url, "nats", false) }, false},
+		{"edgemux bus -> nats (core, QoS 1, store), as nats bench times it", func() result { return b.sinkToAcked(url, "nats", true) }, false},
 		{fmt.Sprintf("edgemux nats drain after a %v outage, as nats bench times it", b.outage), func() result { return b.outageDrainToFlush(url) }, true},
 	}
 	shares := make([][]float64, len(rows))
 	for round := range max(rounds, 1) {
-		top := b.figure("nats bench pub (natscli, same n and size)", func() float64 { return b.natsBench(bin, url) })
+		top := b.figure("nats bench pub (natscli, same n and size)", "its own report", func() float64 { return b.natsBench(bin, url) })
 		if top <= 0 {
 			return
 		}

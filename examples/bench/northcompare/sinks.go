@@ -44,16 +44,17 @@ func (b *benchmark) sink(url, kind, stream string, store bool) result {
 	return b.timeSink(url, kind, stream, store, func(*north.Set) { rc.wait(b.n) })
 }
 
-// sinkToFlush: the bus publishes, a sink carries them to core NATS, timed
-// as `nats bench pub` times itself: from the first publish until the
-// sink's last flush has returned (every message counted published: the
-// server read it), with no subscriber for the server to deliver to.
-func (b *benchmark) sinkToFlush(url string, store bool) result {
-	return b.timeSink(url, "nats", "", store, func(set *north.Set) { waitPublished(set, b.n) })
+// sinkToAcked: the bus publishes, a sink carries them to the broker,
+// timed as the broker's own benchmark client times itself: from the
+// first publish until the sink counts every message published (core
+// NATS: its last flush has returned, the server read them; MQTT: every
+// PUBACK is in), with no subscriber for the broker to deliver to.
+func (b *benchmark) sinkToAcked(url, kind string, store bool) result {
+	return b.timeSink(url, kind, "", store, func(set *north.Set) { waitPublished(set, b.n) })
 }
 
 // waitPublished waits until the sink counts n published: settled by a
-// flush the server answered.
+// flush the server answered (core NATS) or a PUBACK (MQTT).
 func waitPublished(set *north.Set, n int) {
 	for deadline := time.Now().Add(5 * time.Minute); set.Stats()[0].Published < uint64(n); time.Sleep(100 * time.Microsecond) {
 		if time.Now().After(deadline) {
