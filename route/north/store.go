@@ -323,12 +323,13 @@ func newPacer(perSecond int) *pacer {
 // wait blocks until the next event may go; false if stop came first.
 func (p *pacer) wait(stop <-chan struct{}) bool {
 	for p.credit == 0 {
-		p.earn(p.now())
+		now := p.now()
+		p.earn(now)
 		if p.credit > 0 {
 			break
 		}
 		select {
-		case <-p.after(p.since.Add(p.every).Sub(p.now())):
+		case <-p.after(p.since.Add(p.every).Sub(now)):
 		case <-stop:
 			return false
 		}
