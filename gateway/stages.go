@@ -58,9 +58,12 @@ var stageNames = [numStages]string{
 	"epoll_wait", "registry_lookup", "sniff", "route", "enqueue", "wake", "handler",
 }
 
-// evSampled marks a sampled event in the registry slot's pending bits, next
-// to registry's Ev* bits (bits 0-7) and the reason index (bits 8-15).
-const evSampled uint32 = 1 << 16
+// evSampled marks a sampled event in the registry slot's pending bits:
+// the top bit of the byte that holds registry's Ev* bits (0-4). Bits 8-15
+// carry an EvOpen's quarantine reason and 16-31 its placement seed
+// (seedBits); it once sat at bit 16, where every bursty or long-period
+// seed read as a sample and a sampled open lost its pattern.
+const evSampled uint32 = 1 << 7
 
 // stageBucketsNs are the histogram's upper bounds in nanoseconds: the
 // cheap stages take tens of nanoseconds, a slow handler milliseconds.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/protocols/private"
+	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/route"
 )
 
 // TestStageClockSamplesEveryNth: the loop's countdown samples exactly the
@@ -102,6 +104,26 @@ func TestStagesAtStartup(t *testing.T) {
 	}
 }
 
+// TestEventBitsApart: a sampled event's mark, the registry's event bits,
+// an EvOpen's quarantine reason and its placement seed each have bits of
+// their own, so none reads as another.
+func TestEventBitsApart(t *testing.T) {
+	events := registry.EvRead | registry.EvWrite | registry.EvHup | registry.EvOpen | registry.EvProbe
+	reason := uint32(0xff) << 8
+	seed := seedBits(route.PatternLongPeriod, maxSeedWeight)
+	fields := []uint32{evSampled, events, reason, seed}
+	for i := range fields {
+		for j := range i {
+			if fields[i]&fields[j] != 0 {
+				t.Errorf("event bit fields %d and %d overlap: %#x & %#x", j, i, fields[j], fields[i])
+			}
+		}
+	}
+	if pat, w := seedOf(seed | evSampled | events | reason); pat != route.PatternLongPeriod || w != maxSeedWeight {
+		t.Errorf("seed read back from a sampled open: %v %d, want %v %d", pat, w, route.PatternLongPeriod, maxSeedWeight)
+	}
+}
+
 // TestStagesUnderLoad drives private connections through the live gateway
 // with every event sampled and finds each of the seven stages measured,
 // the route once per connection handed over, under every dispatch policy;
@@ -132,6 +154,9 @@ func TestStagesUnderLoad(t *testing.T) {
 			if e, l := st.Stages["epoll_wait"].Count, st.Stages["registry_lookup"].Count; l > e {
 				t.Errorf("registry_lookup sampled %d times, more than epoll_wait's %d", l, e)
 			}
+			if e, w := st.Stages["enqueue"].Count, st.Stages["wake"].Count; w > e {
+				t.Errorf("wake sampled %d times, more than enqueue's %d", w, e)
+			}
 			page := httpGet(t, g, "/metrics")
 			for _, name := range stageNames {
 				v := metric(page, fmt.Sprintf(`edgemux_stage_seconds_count{stage="%s"}`, name))
@@ -144,6 +169,9 @@ func TestStagesUnderLoad(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		cfg := testConfig(t)
 		cfg.Admin.StageSample = 0
+		p := cfg.Pools["private"]
+		p.Pattern = "long-period" // a seed with the pattern's low bit set
+		cfg.Pools["private"] = p
 		g := startGateway(t, cfg, Options{})
 		stageTraffic(t, g, 12, 5)
 		st := apiStats(t, g)
