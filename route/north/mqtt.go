@@ -10,6 +10,7 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // MQTTOptions are an MQTT 3.1.1 uplink's settings.
@@ -76,12 +77,10 @@ func (u *mqttUplink) options(lost chan<- error) *mqtt.ClientOptions {
 	o := mqtt.NewClientOptions().AddBroker(u.o.URL).SetClientID(u.o.ClientID).
 		SetCleanSession(u.o.CleanSession).SetKeepAlive(u.o.KeepAlive).
 		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(connectTimeout).
-		SetOrderMatters(true).SetWriteTimeout(stateTimeout)
+		SetOrderMatters(true).SetWriteTimeout(stateTimeout).
+		SetCustomOpenConnectionFn(dialMQTT(u.o.TLS)).SetStore(noStore{})
 	if u.o.Username != "" {
 		o.SetUsername(u.o.Username).SetPassword(u.o.Password)
-	}
-	if u.o.TLS != nil {
-		o.SetTLSConfig(u.o.TLS)
 	}
 	if u.o.WillTopic != "" {
 		o.SetWill(u.o.WillTopic, u.o.WillPayload, u.o.WillQoS, u.o.WillRetain)
@@ -221,3 +220,17 @@ func (u *mqttUplink) Close() {
 		<-u.done
 	}
 }
+
+// noStore is paho's message store, kept empty. Every connection is a
+// fresh client and the sink's own store resends what was not acked, so
+// paho's copy of each in-flight message (a map entry under a lock and two
+// fmt.Sprintf keys per message) would only cost.
+type noStore struct{}
+
+func (noStore) Open()                             {}
+func (noStore) Put(string, packets.ControlPacket) {}
+func (noStore) Get(string) packets.ControlPacket  { return nil }
+func (noStore) All() []string                     { return nil }
+func (noStore) Del(string)                        {}
+func (noStore) Close()                            {}
+func (noStore) Reset()                            {}

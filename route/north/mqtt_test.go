@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
@@ -186,5 +187,30 @@ func TestMQTTWill(t *testing.T) {
 	}
 	if m := got.snapshot()[0]; !m.Retained() {
 		t.Error("the online message was not retained")
+	}
+}
+
+// TestMQTTCloseSendsNoWill: a sink that closes says "offline" itself and
+// disconnects cleanly. Its DISCONNECT must reach the broker (the batched
+// connection flushes it on paho's close), or the broker publishes the
+// will as well: a second "offline" ahead of the marker published after.
+func TestMQTTCloseSendsNoWill(t *testing.T) {
+	br := northtest.StartMosquitto(t)
+	b := bus.New(bus.Options{})
+	s := startSink(t, config.NorthSink{Name: "bye", Kind: "mqtt", URL: br.URL(), KeepAlive: 1e9 * 5,
+		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
+	waitUp(t, s)
+	got, c := subscribe(t, br.URL(), "t-bye", "gw/#", true, nil)
+	routetest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	s.Close()
+	if tok := c.Publish("gw/marker", 1, false, "after"); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatalf("marker: %v", tok.Error())
+	}
+	routetest.Eventually(t, "the marker", func() bool {
+		ms := got.snapshot()
+		return len(ms) > 0 && ms[len(ms)-1].Topic() == "gw/marker"
+	})
+	if p := payloads(got.snapshot()); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/marker=after]" {
+		t.Fatalf("messages = %v, want online, one offline, the marker", p)
 	}
 }
