@@ -126,7 +126,7 @@ func startServer(dir, kind string) server {
 	var s server
 	if kind == "mosquitto" {
 		conf := filepath.Join(dir, "mosquitto.conf")
-		check(os.WriteFile(conf, []byte("user root\nlistener "+port+" 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\nmax_inflight_messages 0\n"), 0o600))
+		check(os.WriteFile(conf, []byte("user root\nlistener "+port+" 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\nmax_inflight_messages 0\nsys_interval 1\n"), 0o600))
 		s = server{exec.Command("/usr/sbin/mosquitto", "-c", conf), "tcp://127.0.0.1:" + port}
 	} else {
 		s = server{exec.Command("/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", port, "-js", "-sd", filepath.Join(dir, "jetstream")), "nats://127.0.0.1:" + port}
