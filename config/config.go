@@ -174,6 +174,10 @@ type UDP struct {
 	// ReceiveDelay: while datagrams keep coming, a loop reads its socket
 	// this often rather than at each one (receive moderation); 0 = off.
 	ReceiveDelay time.Duration `yaml:"receive_delay"`
+	// ReceiveDelayIdle is the step instead while every datagram handler
+	// says its sessions are idle (keepalives only); at most ReceiveDelay
+	// (or 0) = the same step always.
+	ReceiveDelayIdle time.Duration `yaml:"receive_delay_idle"`
 }
 
 // RUDP tunes the reliable UDP core (protocols/rudp, README "Configuration"):

@@ -104,7 +104,8 @@ func Defaults() Config {
 		Admin: defaultAdmin(),
 		UDP: UDP{
 			Enabled: true, Batch: 16, MaxDatagram: 2048,
-			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8, ReceiveDelay: 2 * time.Millisecond,
+			ReadBuffer: 4 * mib, WriteBuffer: mib, Queue: 8,
+			ReceiveDelay: 2 * time.Millisecond, ReceiveDelayIdle: 16 * time.Millisecond,
 			Routes: map[string]string{"rudp": "private", "coap": "coap"},
 		},
 		RUDP: RUDP{

@@ -94,6 +94,10 @@ type Gateway struct {
 	udp      []*udpSocket
 	udpStats udpCounters
 	dgPools  [numClasses]*pool // the pool each datagram class goes to; nil: dropped
+	// dgBusy counts the datagram workers whose handlers are not idle
+	// (dgramWorker.setBusy, after each Tick); at 0 the loops may take the
+	// idle receive step (udp_moderate_linux.go).
+	dgBusy atomic.Int32
 
 	start    time.Time
 	stages   *stageHist     // sampled stage times (stages.go)

@@ -30,6 +30,7 @@ const (
 	loopCmdStopAccept uint32 = 1 << iota
 	loopCmdStop
 	loopCmdWakeInline
+	loopCmdUDPStep // a worker got busy: cut a long receive step short (udpPoll)
 )
 
 const epollConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
@@ -131,7 +132,8 @@ func (l *loop) udpFD() int {
 func (l *loop) openUDP(addr netip.AddrPort) (*udpSocket, error) {
 	c := l.g.cfg.UDP
 	u, err := openUDP(addr, udpOptions{batch: c.Batch, maxDatagram: c.MaxDatagram,
-		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer, receiveDelay: c.ReceiveDelay})
+		readBuffer: c.ReadBuffer, writeBuffer: c.WriteBuffer,
+		receiveDelay: c.ReceiveDelay, receiveDelayIdle: c.ReceiveDelayIdle})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,11 @@ type dgHandler struct {
 	once   sync.Once
 	// Sessions whose datagrams make Route or Datagrams panic; 0: none.
 	panicRoute, panicData uint64
+	// idle, when not nil, makes the workers protocols.DatagramIdlers
+	// that say what it holds, until they are given a datagram of
+	// busySession (not 0): busy from then on, as data makes rudp's.
+	idle        *atomic.Bool
+	busySession uint64
 
 	mu      sync.Mutex
 	workers []*dgWorker // in order of Worker calls
@@ -98,7 +104,23 @@ func (h *dgHandler) Worker(index, workers int, out protocols.DatagramOut) protoc
 	h.mu.Lock()
 	h.workers = append(h.workers, w)
 	h.mu.Unlock()
+	if h.idle != nil {
+		return dgIdler{w}
+	}
 	return w
+}
+
+// dgIdler is a dgWorker that says whether it is idle as its handler's
+// idle flag does, and busy once it saw the handler's busySession.
+type dgIdler struct{ *dgWorker }
+
+func (w dgIdler) Idle(time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.h.busySession; s != 0 && w.sessions[s] > 0 {
+		return false
+	}
+	return w.h.idle.Load()
 }
 
 // dgWorker is one worker's state; the test reads it under mu while the
@@ -194,6 +216,7 @@ type dgSeen struct {
 	sessions map[uint64]map[int]bool
 	problems []string
 	workers  int // Worker calls
+	ticks    int // Tick calls
 	closes   []int
 }
 
@@ -215,6 +238,7 @@ func (h *dgHandler) seen() dgSeen {
 		}
 		s.problems = append(s.problems, w.problems...)
 		s.closes = append(s.closes, w.closes)
+		s.ticks += w.ticks
 		w.mu.Unlock()
 	}
 	return s

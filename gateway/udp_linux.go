@@ -18,6 +18,13 @@ import (
 // through the same sockets with sendmmsg. What the loop does with each
 // datagram is in udp_loop_linux.go; the worker's side in udp_worker.go.
 
+// udpTruesize is what the kernel charges a socket's receive buffer for a
+// small datagram (its sk_buff and the buffer it sits in): about 1 KiB on
+// loopback, 2 KiB (half a page) with many NIC drivers, more with some.
+// The idle receive step keeps a step's datagrams under a quarter of the
+// buffer by this count, under half of it at 4 KiB each.
+const udpTruesize = 2048
+
 // maxIOV is the most messages one recvmmsg or sendmmsg call takes: the
 // kernel silently caps vlen at UIO_MAXIOV. config.Validate holds udp.batch
 // to it as well.
@@ -33,6 +40,9 @@ type udpOptions struct {
 	// back to the socket after this long instead of at its next
 	// datagram, while datagrams keep coming (udp_moderate_linux.go).
 	receiveDelay time.Duration
+	// receiveDelayIdle is udp.receive_delay_idle: the same, while every
+	// datagram worker is idle (udp_moderate_linux.go).
+	receiveDelayIdle time.Duration
 }
 
 // udpSocket is one loop's share of the UDP port and the buffers its
@@ -54,12 +64,22 @@ type udpSocket struct {
 	forced bool
 
 	// Receive moderation, the loop's own (udp_moderate_linux.go): delay
-	// is udp.receive_delay (0: off); while polled, the socket is out of
-	// epoll (EPOLLONESHOT fired) and the loop reads it at pollAt. polled
-	// is atomic for the tests' sake only: the loop alone writes it.
-	delay  time.Duration
-	polled atomic.Bool
-	pollAt time.Time
+	// is udp.receive_delay (0: off), idleDelay udp.receive_delay_idle;
+	// while polled, the socket is out of epoll (EPOLLONESHOT fired) and
+	// the loop reads it at pollAt, step (one delay or the other) after
+	// the read before. idleBatch is the most datagrams an idle step may
+	// gather (a quarter of the receive buffer). polled, idleSteps and
+	// cutSteps are atomic for the tests' sake only: the loop alone writes
+	// them.
+	delay     time.Duration
+	idleDelay time.Duration
+	idleBatch int
+	polled    atomic.Bool
+	pollAt    time.Time
+	step      time.Duration
+	longStep  atomic.Bool   // the scheduled read is a long step ahead (wakeLongSteps reads it)
+	idleSteps atomic.Uint64 // polls scheduled idleDelay ahead
+	cutSteps  atomic.Uint64 // long steps cut short by a busy worker
 
 	// mu keeps a scrape's getsockopt off an fd that release is closing
 	// (a closed number may already name another file).
@@ -103,6 +123,8 @@ func openUDP(addr netip.AddrPort, o udpOptions) (*udpSocket, error) {
 		return fail("bind udp", err)
 	}
 	u.buffers(max(1, min(o.batch, maxIOV)))
+	u.idleDelay = max(0, o.receiveDelayIdle)
+	u.idleBatch = max(1, u.rcvbuf/4/udpTruesize)
 	return u, nil
 }
 

@@ -21,6 +21,9 @@ type dgramWorker struct {
 	handlers [numClasses]protocols.DatagramHandler // by class, from the pool
 	dws      [numClasses]protocols.DatagramWorker  // made by open, released by close
 	due      [numClasses]time.Time                 // when each one wants its next Tick
+	idlers   [numClasses]protocols.DatagramIdler   // the dws that can tell they are idle
+	got      [numClasses]time.Time                 // when each class last got datagrams
+	busy     bool                                  // counted in the gateway's dgBusy
 	lanes    []*dgramLane                          // by loop index; nil where no datagram comes from
 	out      *dgramOut
 	touched  uint8 // classes that got datagrams since their last Tick (bit per class)
@@ -56,7 +59,11 @@ func (d *dgramWorker) open(index, workers int, out *dgramOut) {
 		}
 		d.safe(sniff.DatagramClass(c), func() { d.dws[c] = h.Worker(index, workers, out) })
 		d.due[c] = now
+		d.idlers[c], _ = d.dws[c].(protocols.DatagramIdler)
 	}
+	// Busy until the first Tick says otherwise: the loops keep the short
+	// receive step while a worker is starting.
+	d.setBusy(true)
 }
 
 // close calls every DatagramWorker's Close, once, and lets go of the
@@ -68,10 +75,12 @@ func (d *dgramWorker) close() {
 		return
 	}
 	d.closed = true
+	d.setBusy(false) // gone: it holds no loop to the short step
 	for c, dw := range d.dws {
 		if dw != nil {
 			d.safe(sniff.DatagramClass(c), dw.Close)
 			d.dws[c] = nil
+			d.idlers[c] = nil
 		}
 	}
 	d.out.release()
@@ -102,6 +111,7 @@ func (d *dgramWorker) handleBatch(b *dgramBatch, now time.Time) {
 			run := b.items[i:j]
 			d.safe(c, func() { dw.Datagrams(run, now) })
 			d.touched |= 1 << c
+			d.got[c] = now
 			d.out.flush()
 		}
 		i = j
@@ -178,7 +188,53 @@ func (d *dgramWorker) tick(now time.Time) time.Duration {
 	if d.draining && !d.drained.Load() && d.sessionsEnded() {
 		d.drained.Store(true)
 	}
+	d.setBusy(!d.idle(now))
 	return next
+}
+
+// idle reports whether every handler on this worker is idle: those that
+// implement protocols.DatagramIdler say so themselves (keepalives do not
+// count as work), the others are idle once no datagram came to them for
+// idleAfter.
+func (d *dgramWorker) idle(now time.Time) bool {
+	for c, dw := range d.dws {
+		if dw == nil {
+			continue
+		}
+		if il := d.idlers[c]; il != nil {
+			idle := false
+			d.safe(sniff.DatagramClass(c), func() { idle = il.Idle(now) })
+			if !idle {
+				return false
+			}
+		} else if now.Sub(d.got[c]) < idleAfter {
+			return false
+		}
+	}
+	return true
+}
+
+// idleAfter is how long a handler that cannot tell whether it is idle
+// (no protocols.DatagramIdler) counts as busy after its last datagram:
+// while its datagrams keep coming, the loops keep the short receive step
+// for it.
+const idleAfter = time.Second
+
+// setBusy counts the worker in the gateway's dgBusy or out of it; the
+// loops read the count when they set their next receive step, and the
+// first busy worker wakes those waiting out a long one.
+func (d *dgramWorker) setBusy(busy bool) {
+	if busy == d.busy {
+		return
+	}
+	d.busy = busy
+	if busy {
+		if d.w.g.dgBusy.Add(1) == 1 {
+			d.w.g.wakeLongSteps()
+		}
+	} else {
+		d.w.g.dgBusy.Add(-1)
+	}
 }
 
 // sessionsEnded asks every DatagramDrainer whether its sessions are gone.

@@ -79,6 +79,20 @@ type DatagramWaker interface {
 	Woken(now time.Time)
 }
 
+// DatagramIdler is implemented by DatagramWorkers that can tell when what
+// comes to them is upkeep only (an idle fleet's keepalives), which may
+// wait: while every datagram worker of the gateway says so, the loops
+// read the UDP sockets every udp.receive_delay_idle instead of every
+// udp.receive_delay (fewer wakeups for the same datagrams). A worker
+// without it counts as idle a second after its last datagram.
+type DatagramIdler interface {
+	// Idle reports whether none of the worker's sessions has carried
+	// data (or opened) lately: anything that arrives now is only
+	// keepalives, or the first word after a quiet spell. The worker asks
+	// after each Tick.
+	Idle(now time.Time) bool
+}
+
 // DatagramDrainer is implemented by DatagramWorkers whose sessions have
 // something to tell their peers when the gateway drains (the private
 // protocol's GOING_AWAY, say). The worker calls Drain once when the drain

@@ -395,6 +395,14 @@ func (c *Conn) finish(err error) {
 	}
 }
 
+// busy records data sent or received on the session: its endpoint is
+// not idle (Endpoint.Idle). A client's session has no endpoint.
+func (c *Conn) busy(now int64) {
+	if c.ep != nil {
+		c.ep.lastBusy = now
+	}
+}
+
 // changed tells the owner that the session may have something to send
 // or a new deadline.
 func (c *Conn) changed() {

@@ -72,8 +72,10 @@ func (c *Conn) applyFrames(b []byte, from netip.AddrPort, now int64) {
 		case frameData:
 			eliciting = true
 			c.lastData = now
+			c.busy(now)
 			urgent = c.onData(&f.data) || urgent
 		case frameDatagram:
+			c.busy(now)
 			c.onDatagram(f.bytes)
 		case framePathChallenge:
 			c.path.respond, c.path.response = true, f.value

@@ -145,6 +145,7 @@ func (c *Conn) appendPayload(b []byte, limit int, now int64) (out []byte, reliab
 	if len(b) > before {
 		c.cc.spend(len(b) - before)
 		c.lastData = now
+		c.busy(now)
 	}
 	return b, reliable, len(b) > before
 }

@@ -98,6 +98,7 @@ type Endpoint struct {
 	replyCount int
 	scratch    []byte // opened packets
 	peak       int    // most sessions since the maps were last rebuilt
+	lastBusy   int64  // data sent or received, or an INITIAL taken in (Idle)
 	randBuf    [8]byte
 	stats      EndpointStats
 }
@@ -163,6 +164,7 @@ func (e *Endpoint) Input(peer netip.AddrPort, d []byte, now time.Time) {
 	}
 	switch h.Type {
 	case TypeInitial:
+		e.lastBusy = e.now // a client opening a session waits on us
 		e.onInitial(peer, d, h, now)
 	case TypeData:
 		c := e.sessions[h.SessionID]
@@ -413,6 +415,21 @@ func (e *Endpoint) NextDeadline() time.Time {
 	}
 	return e.epoch.Add(time.Duration(e.wheel.nextTick() * tickNanos))
 }
+
+// Idle reports whether the endpoint has been idle for busyFor: no session
+// sent or received data (reliable or unreliable) and no client sent an
+// INITIAL. What reaches an idle endpoint is keepalives, whose answers
+// wait for pingAckGrain anyway, or the first packet after a quiet spell;
+// the gateway then reads its sockets less often (protocols.DatagramIdler).
+func (e *Endpoint) Idle(now time.Time) bool {
+	return int64(now.Sub(e.epoch))-e.lastBusy >= int64(busyFor)
+}
+
+// busyFor is how long data or a handshake keeps the endpoint from Idle:
+// the gap between two messages of a session that sends one every few
+// hundred milliseconds must not make it idle, and one second is when a
+// quiet session's rings go (ringIdle) as well.
+const busyFor = ringIdle
 
 // AppendDatagram appends the next datagram to send to b and says where
 // it goes; ok is false when nothing is due now. Call it until it returns

@@ -180,6 +180,7 @@ func (w *worker) published() EndpointStats {
 var (
 	_ protocols.DatagramWaker   = (*worker)(nil)
 	_ protocols.DatagramDrainer = (*worker)(nil)
+	_ protocols.DatagramIdler   = (*worker)(nil)
 )
 
 // opened tells the App of a new session, and, during a drain, that the
@@ -250,6 +251,10 @@ func (w *worker) Tick(now time.Time) time.Duration {
 	}
 	return max(next.Sub(now), time.Microsecond)
 }
+
+// Idle is protocols.DatagramIdler: the endpoint has carried no data and
+// taken no INITIAL for a second.
+func (w *worker) Idle(now time.Time) bool { return w.ep.Idle(now) }
 
 // Close ends every session.
 func (w *worker) Close() { w.ep.Close() }

@@ -94,3 +94,65 @@ func containsFrame(b []byte, typ byte) bool {
 	}
 	return false
 }
+
+// TestIdleEndpoint: Endpoint.Idle, which the gateway reads to take its
+// longer receive step, says idle for an endpoint whose sessions only
+// keep alive, and busy for busyFor after a reliable message, an
+// unreliable one or a client's INITIAL. It checks every 100 ms over a
+// minute of keepalives (six of them, quiet and asking alike).
+func TestIdleEndpoint(t *testing.T) {
+	s := newSim(t, 43, Config{}, noImpairment())
+	c := s.addClient(Config{})
+	if s.ep.Idle(s.now) {
+		t.Fatal("idle in its first second")
+	}
+	s.established()
+	if s.ep.Idle(s.now) {
+		t.Fatal("idle right after a handshake")
+	}
+	up := 0
+	s.tap = func(isUp bool, _ []byte) {
+		if isUp {
+			up++
+		}
+	}
+	s.runUntil(s.now.Add(busyFor+100*time.Millisecond), nil)
+	for end := s.now.Add(time.Minute); s.now.Before(end); {
+		s.runUntil(s.now.Add(100*time.Millisecond), nil)
+		if !s.ep.Idle(s.now) {
+			t.Fatalf("busy at %v with keepalives only (%d sent)", s.now.Sub(simStart), up)
+		}
+	}
+	if up < 5 {
+		t.Fatalf("%d keepalives in a minute", up)
+	}
+
+	busyFrom := func(what string, start func()) {
+		t.Helper()
+		start()
+		s.flush()
+		s.runUntil(s.now.Add(100*time.Millisecond), nil)
+		from := s.now
+		for s.now.Sub(from) < busyFor-200*time.Millisecond {
+			if s.ep.Idle(s.now) {
+				t.Fatalf("after %s: idle %v later", what, s.now.Sub(from))
+			}
+			s.runUntil(s.now.Add(100*time.Millisecond), nil)
+		}
+		s.runUntil(s.now.Add(busyFor), nil)
+		if !s.ep.Idle(s.now) {
+			t.Fatalf("after %s: still busy %v later", what, s.now.Sub(from))
+		}
+	}
+	busyFrom("a reliable message", func() {
+		if err := c.Send([]byte("telemetry")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	busyFrom("an unreliable message", func() {
+		if err := c.SendUnreliable([]byte("telemetry")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	busyFrom("a new client's INITIAL", func() { s.addClient(Config{}) })
+}

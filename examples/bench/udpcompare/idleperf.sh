@@ -5,6 +5,11 @@
 #   ./idleperf.sh OUT [udpcompare flags...]
 #   ./idleperf.sh /tmp/idle-25s -rudp-keepalive 25s -rudp-idle-timeout 75s
 #   PROFILE=1 ./idleperf.sh /tmp/idle-10s
+#   BIN=/tmp/udpcompare-old ./idleperf.sh /tmp/idle-25s-old -rudp-keepalive 25s ...
+#
+# BIN runs a udpcompare binary built beforehand (an old commit's, for a
+# like-for-like pair; built outside a measurement's CPU lock) instead of
+# building this directory's.
 #
 # Writes OUT.txt (the row), OUT.stat.txt (perf stat of the server over
 # 20 s of the idle window) and, with PROFILE=1, OUT.perf.data (perf record
@@ -18,9 +23,13 @@ set -eu
 out=$1
 shift
 dir=$(cd "$(dirname "$0")" && pwd)
-bin=$(mktemp /tmp/udpcompare-idleperf.XXXXXX)
-trap 'rm -f "$bin"' EXIT
-(cd "$dir" && go build -o "$bin" .)
+if [ -n "${BIN:-}" ]; then
+	bin=$BIN
+else
+	bin=$(mktemp /tmp/udpcompare-idleperf.XXXXXX)
+	trap 'rm -f "$bin"' EXIT
+	(cd "$dir" && go build -o "$bin" .)
+fi
 "$bin" -stacks rudp -rows idle "$@" >"$out.txt" 2>&1 &
 main=$!
 child=

@@ -70,6 +70,7 @@ func parse(args []string) (options, error) {
 	keepalive := fs.Duration("rudp-keepalive", 0, "rudp's keepalive, both ends (0: the default, 10 s; the large-fleet setting is 25s)")
 	idleTimeout := fs.Duration("rudp-idle-timeout", 0, "rudp's idle timeout, both ends (0: the default, 30 s; the large-fleet setting is 75s)")
 	receiveDelay := fs.Duration("receive-delay", -1, "the rudp server's udp.receive_delay (negative: the gateway's default)")
+	receiveDelayIdle := fs.Duration("receive-delay-idle", -1, "the rudp server's udp.receive_delay_idle (negative: the gateway's default; 0: off)")
 	fs.IntVar(&o.echo.sessions, "echo-sessions", 50, "echo sessions")
 	fs.IntVar(&o.echo.window, "echo-window", 4, "echo messages in flight per session")
 	fs.DurationVar(&o.echo.duration, "echo-for", 10*time.Second, "echo run length")
@@ -85,6 +86,9 @@ func parse(args []string) (options, error) {
 	}
 	if *receiveDelay >= 0 {
 		os.Setenv(envReceiveDelay, receiveDelay.String())
+	}
+	if *receiveDelayIdle >= 0 {
+		os.Setenv(envReceiveDelayIdle, receiveDelayIdle.String())
 	}
 	for _, n := range strings.Split(*names, ",") {
 		st, ok := stackNamed(n)

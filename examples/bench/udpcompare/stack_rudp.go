@@ -46,6 +46,9 @@ func serveRUDP(app *serverApp, _ bool) (server, error) {
 	if d, err := time.ParseDuration(os.Getenv(envReceiveDelay)); err == nil {
 		cfg.UDP.ReceiveDelay = d
 	}
+	if d, err := time.ParseDuration(os.Getenv(envReceiveDelayIdle)); err == nil {
+		cfg.UDP.ReceiveDelayIdle = d
+	}
 	h, err := rudp.NewHandler(rudpConfig(), rudpApp{app})
 	if err != nil {
 		return nil, err
@@ -162,6 +165,8 @@ const (
 	// envReceiveDelay is the gateway's udp.receive_delay (unset: its
 	// default).
 	envReceiveDelay = "UDPCOMPARE_RECEIVE_DELAY"
+	// envReceiveDelayIdle is its udp.receive_delay_idle.
+	envReceiveDelayIdle = "UDPCOMPARE_RECEIVE_DELAY_IDLE"
 )
 
 // rudpConfig is the rudp.Config of both ends: the defaults but for the
