@@ -247,7 +247,7 @@ func (b *benchmark) mosquittoPubRows(url string) {
 			what = "mosquitto_pub -q 1 -l, n lines (Debian's, one topic)"
 		}
 		var got int64
-		rate := b.figure(what, "", func() float64 {
+		rate := b.figure(what, "counted at the broker", func() float64 {
 			r, n := b.mosquittoPub(url, lines)
 			got = n
 			return r
