@@ -14,14 +14,18 @@ import (
 // It is a bounded LRU: at most the size given to NewHistory entries, the
 // least recently placed or recorded one evicted (and counted) when a new
 // source needs room. Entries live in one array linked by index, so Lookup
-// and Record allocate nothing once the map has grown to its size.
+// and Record allocate nothing once the table has grown to its size. It
+// grows as sources come, not at start: a table sized for 4,096 sources
+// made up front is about half a megabyte (its map's control words written
+// at once), in every entropy pool, before any device connects.
 //
 // One mutex guards it: Lookup runs once per accepted connection and Record
 // once per closed one, never per event.
 type History struct {
 	mu      sync.Mutex
 	index   map[netip.Addr]int32
-	entries []historyEntry
+	entries []historyEntry // grows by append up to size, then recycles its least recently used entry
+	size    int
 	head    int32 // most recently used; -1 when empty
 	tail    int32 // least recently used; -1 when empty
 
@@ -38,7 +42,7 @@ type historyEntry struct {
 // History limits.
 const (
 	// DefaultHistory is the table size when 0 is given: 4096 sources at
-	// about 60 bytes each (entry and map slot), a quarter megabyte.
+	// about 120 bytes each (entry and map slot) when full.
 	DefaultHistory = 4096
 	// MaxHistory bounds it.
 	MaxHistory = 1 << 20
@@ -55,11 +59,7 @@ func NewHistory(size int) *History {
 		size = DefaultHistory
 	}
 	size = min(size, MaxHistory)
-	return &History{
-		index:   make(map[netip.Addr]int32, size),
-		entries: make([]historyEntry, 0, size),
-		head:    -1, tail: -1,
-	}
+	return &History{index: make(map[netip.Addr]int32), size: size, head: -1, tail: -1}
 }
 
 // Lookup returns what the last connection from addr ended as, or
@@ -98,7 +98,7 @@ func (h *History) Record(addr netip.Addr, pattern Pattern, weight uint32) {
 		return
 	}
 	var i int32
-	if len(h.entries) < cap(h.entries) {
+	if len(h.entries) < h.size {
 		i = int32(len(h.entries))
 		h.entries = append(h.entries, historyEntry{prev: -1, next: -1})
 	} else {

@@ -2,6 +2,7 @@ package route
 
 import (
 	"net/netip"
+	"runtime"
 	"testing"
 )
 
@@ -56,11 +57,40 @@ func TestHistorySizes(t *testing.T) {
 	if _, w, ok := none.Lookup(addr(1)); ok || w != 1 {
 		t.Error("nil table remembers")
 	}
-	if c := cap(NewHistory(0).entries); c != DefaultHistory {
+	if c := NewHistory(0).size; c != DefaultHistory {
 		t.Errorf("default size %d", c)
 	}
-	if c := cap(NewHistory(MaxHistory + 1).entries); c != MaxHistory {
+	if c := NewHistory(MaxHistory + 1).size; c != MaxHistory {
 		t.Errorf("size not capped: %d", c)
+	}
+}
+
+// An empty table holds next to nothing: it grows as sources come, up to
+// its size, and keeps recycling its entries there. Every entropy pool has
+// one from the start; made at its full size, the default table allocated
+// about 490 KB (its map's control words written at once) before any
+// device connected.
+func TestHistoryGrowsAsSourcesCome(t *testing.T) {
+	const size = DefaultHistory
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h := NewHistory(size)
+	runtime.ReadMemStats(&after)
+	if made := after.TotalAlloc - before.TotalAlloc; made > 1<<10 {
+		t.Errorf("an empty table of %d allocated %d bytes, want at most 1 KiB", size, made)
+	}
+	for i := range size + 10 {
+		h.Record(addr(i), PatternSteady, 2)
+	}
+	if len(h.entries) != size || cap(h.entries) > 2*size || h.Stats().Evictions != 10 {
+		t.Errorf("%d sources into a table of %d: %d entries (capacity %d), %d evicted; want %d, at most %d, 10",
+			size+10, size, len(h.entries), cap(h.entries), h.Stats().Evictions, size, 2*size)
+	}
+	if _, _, ok := h.Lookup(addr(size + 9)); !ok {
+		t.Error("the newest source is not remembered")
+	}
+	if _, _, ok := h.Lookup(addr(0)); ok {
+		t.Error("the oldest source was not evicted")
 	}
 }
 

@@ -60,14 +60,15 @@ type Message struct {
 	Src      string     // protocol it came from: "private", "modbus", "coap", "ws", ...
 	TS       int64      // unix nanoseconds at publish (from Options.Now)
 	Seq      uint64     // bus-wide publish sequence, starting at 1
-	enc      *encodings // shared by every copy of a published message; nil for one built by hand
+	ext      *sharedExt // encodings and chain, shared by every copy of a published message; nil for one built by hand
 	Retained bool       // replayed from the LVC for a new subscription, not live
 }
 
 // msgOverhead is what a queued message counts against QueueBytes besides
 // its topic and payload. It is the size a queue slot had when the queue
 // held copies (80 bytes), kept fixed so that Queue and QueueBytes limit
-// exactly what they did: a slot is a shared pointer now, 8 bytes.
+// exactly what they did: the queues hold the published message itself, shared,
+// and a burst to one topic as one run of it (ring.go, chain.go).
 const msgOverhead = 80
 
 // size is what m counts against a queue's byte limit.
@@ -275,21 +276,25 @@ func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error 
 	c := collectorPool.Get().(*collector)
 	// Sequence and cache update happen under the trie read lock, so a
 	// Subscribe (write lock) splits publishes cleanly into those it must
-	// replay from the cache and those that will reach it live.
+	// replay from the cache and those that will reach it live. The
+	// subscribers are known first: a message that two or more share is
+	// chained to its topic's previous one as it is stored (chain.go).
 	b.trieMu.RLock()
-	err := b.store(m, q)
-	if err == nil {
-		b.root.collect(topic, c)
+	b.root.collect(topic, c)
+	c.dedupe()
+	var chained *Message
+	if c.len() > 1 {
+		chained = share(m)
 	}
+	err := b.store(m, chained, q)
 	b.trieMu.RUnlock()
 	if err == nil {
-		c.dedupe()
 		switch c.len() {
 		case 0:
 		case 1:
 			b.fanOut(alone(m), c)
 		default:
-			b.fanOut(share(m), c)
+			b.fanOut(chained, c)
 		}
 		b.published.Add(1)
 	}

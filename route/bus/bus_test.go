@@ -680,9 +680,9 @@ func TestRingsComeBackEmpty(t *testing.T) {
 		t.Fatalf("drained %d, ring kept %v", len(msgs), s.ring != nil)
 	}
 	for size := 2; size <= maxPooledRing; size *= 2 {
-		for _, m := range getRing(size) {
-			if m != nil {
-				t.Fatalf("a pooled ring of %d holds %q", size, m.Payload)
+		for _, r := range getRing(size) {
+			if r != (run{}) {
+				t.Fatalf("a pooled ring of %d holds %q", size, r.first.Payload)
 			}
 		}
 	}

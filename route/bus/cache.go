@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+	"weak"
 )
 
 // The last-value cache (LVC): one entry per topic, sharded by topic hash.
@@ -26,10 +27,11 @@ import (
 // entry is one cached topic.
 type entry struct {
 	msg  Message
-	born uint64 // birth number in its shard: its place in shard.order
-	pins uint32 // owners that reserve the topic (Reserve)
-	has  bool   // msg holds a value; a reserved topic may have none yet
-	dead bool   // removed from the map, still in order until compacted
+	tail weak.Pointer[Message] // the topic's last chained message (chain.go)
+	born uint64                // birth number in its shard: its place in shard.order
+	pins uint32                // owners that reserve the topic (Reserve)
+	has  bool                  // msg holds a value; a reserved topic may have none yet
+	dead bool                  // removed from the map, still in order until compacted
 }
 
 // shard is one slice of the LVC, padded to two cache lines (on 32-bit
@@ -63,7 +65,7 @@ func (sh *shard) add(topic string) *entry {
 func (sh *shard) remove(e *entry) {
 	delete(sh.m, e.msg.Topic)
 	e.dead, e.has = true, false
-	e.msg = Message{}
+	e.msg, e.tail = Message{}, weak.Pointer[Message]{}
 	sh.dead++
 	if sh.dead > 64 && 2*sh.dead > len(sh.order) {
 		sh.order = slices.DeleteFunc(sh.order, func(e *entry) bool { return e.dead })
@@ -86,8 +88,9 @@ func (q *Quota) Added() int { return int(q.added) }
 // value, or refuses it: ErrTopicQuota when the topic is new and q has
 // added its quota, ErrCacheFull when it is new and the cache is full.
 // Assigning the sequence under the shard lock keeps each topic's cached
-// value the one with the highest sequence.
-func (b *Bus) store(m *Message, q *Quota) error {
+// value the one with the highest sequence. chained, if not nil, is m's
+// shared copy: it takes the same sequence and joins the topic's chain.
+func (b *Bus) store(m, chained *Message, q *Quota) error {
 	sh := b.shardFor(m.Topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -108,7 +111,11 @@ func (b *Bus) store(m *Message, q *Quota) error {
 	}
 	m.Seq = b.seq.Add(1)
 	e.msg, e.has = *m, true
-	e.msg.enc = nil // the cache keeps no encodings (encoding.go)
+	e.msg.ext = nil // the cache keeps no encodings (encoding.go)
+	if chained != nil {
+		chained.Seq = m.Seq
+		e.link(chained)
+	}
 	return nil
 }
 

@@ -59,17 +59,27 @@ func NewEncoding(name string) Encoding {
 // encodings are one message's stored encodings, by Encoding.
 type encodings [MaxEncodings]atomic.Pointer[[]byte]
 
-// shared is a published message and its encodings in one allocation.
+// shared is a published message and what its subscribers share of it, in
+// one allocation.
 type shared struct {
 	Message
-	enc encodings
+	ext sharedExt
 }
 
-// share returns a copy of m with encoding slots, for the subscribers of a
-// publish to share. Only a publish that reaches two or more pays for it.
+// sharedExt is what only a message shared by the subscribers of a publish
+// carries: its encodings and its place in its topic's chain (chain.go).
+type sharedExt struct {
+	enc   encodings
+	next  atomic.Pointer[Message] // the topic's next message in the chain, nil at its end
+	chain int                     // what the chain counts up to this message, guarded by the shard lock
+}
+
+// share returns a copy of m with encoding slots and a chain link, for the
+// subscribers of a publish to share. Only a publish that reaches two or
+// more pays for it.
 func share(m *Message) *Message {
 	s := &shared{Message: *m}
-	s.Message.enc = &s.enc
+	s.Message.ext = &s.ext
 	return &s.Message
 }
 
@@ -88,15 +98,15 @@ func alone(m *Message) *Message {
 // slot is where m's encoding e lives, nil for a message with none: built
 // by hand (as tests do) or replayed from the cache.
 func (m *Message) slot(e Encoding) *atomic.Pointer[[]byte] {
-	if m.enc == nil || m.Retained || int(e) >= MaxEncodings {
+	if m.ext == nil || m.Retained || int(e) >= MaxEncodings {
 		return nil
 	}
-	return &m.enc[e]
+	return &m.ext.enc[e]
 }
 
 // Shared reports whether m has encoding slots, which SetEncoded fills for
 // the other subscribers: a live message published through the bus.
-func (m *Message) Shared() bool { return m.enc != nil && !m.Retained }
+func (m *Message) Shared() bool { return m.ext != nil && !m.Retained }
 
 // Encoded returns the bytes stored for m under e, nil if none are. They
 // are shared: nobody may modify them.

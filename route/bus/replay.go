@@ -83,17 +83,12 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 	s.mu.Lock()
 	used := 0
 	for s.n > 0 && used < maxBytes {
-		slot := &s.ring[s.head]
-		size := (*slot).size()
+		size := s.ring[s.head].first.size()
 		if used > 0 && used+size > maxBytes {
 			break
 		}
-		dst = append(dst, **slot)
+		dst = append(dst, *s.takeOldest())
 		used += size
-		*slot = nil // do not pin the message
-		s.head = int32((int(s.head) + 1) % len(s.ring))
-		s.n--
-		s.bytes -= size
 	}
 	if s.n == 0 && s.ring != nil {
 		s.releaseRing()

@@ -23,14 +23,15 @@ type Subscriber struct {
 	drainMu sync.Mutex // one Drain at a time: it owns the replay cursors
 
 	// Guarded by mu.
-	ring    []*Message // nil until the first delivery; shared with the other subscribers
-	replays []*replay  // retained replays not finished, oldest first
-	bytes   int        // what the queued messages count against QueueBytes
-	lost    uint64     // dropped since the last Drain reported it
+	ring    []run     // nil until the first delivery; its messages are shared with the other subscribers
+	replays []*replay // retained replays not finished, oldest first
+	bytes   int       // what the queued messages count against QueueBytes
+	lost    uint64    // dropped since the last Drain reported it
 
 	dropped atomic.Uint64
 	queue   int32       // queue limit in messages, guarded by mu; 0 = Options.Queue
-	head    int32       // index of the oldest queued message, guarded by mu
+	head    int32       // index of the oldest run, guarded by mu
+	runs    int32       // runs in the ring, guarded by mu
 	n       int32       // queued messages, guarded by mu
 	cut     atomic.Bool // set under mu by the Disconnect policy
 
@@ -162,7 +163,7 @@ func (s *Subscriber) Close() {
 		return
 	}
 	s.closed = true
-	s.ring, s.head, s.n, s.bytes, s.replays = nil, 0, 0, 0, nil
+	s.dropQueue()
 	s.mu.Unlock()
 	s.bus.detach(s)
 }
@@ -216,7 +217,10 @@ func (s *Subscriber) push(m *Message) (pushResult, int) {
 		return pushSkipped, 0
 	}
 	size, lost := m.size(), 0
-	for s.n > 0 && (s.bytes+size > s.bus.opt.QueueBytes || !s.slotFree()) {
+	// At the limit in messages, one goes to make room: a queue that
+	// SetQueue left longer than its limit keeps what it holds.
+	overLimit := int(s.n) >= s.limit()
+	for s.n > 0 && (overLimit || s.bytes+size > s.bus.opt.QueueBytes) {
 		switch s.bus.opt.Drop {
 		case DropNewest:
 			s.countLost(1)
@@ -225,17 +229,15 @@ func (s *Subscriber) push(m *Message) (pushResult, int) {
 			lost := int(s.n) + 1
 			s.countLost(lost)
 			s.cut.Store(true)
-			s.ring, s.head, s.n, s.bytes, s.replays = nil, 0, 0, 0, nil
+			s.dropQueue()
 			return pushCut, lost
 		}
-		s.evictOldest() // DropOldest
+		s.takeOldest() // DropOldest
 		lost++
-	}
-	if s.n == 0 && !s.slotFree() {
-		return pushSkipped, 0 // cannot happen: an empty queue grows
+		overLimit = false
 	}
 	s.countLost(lost)
-	s.ring[(int(s.head)+int(s.n))%len(s.ring)] = m
+	s.append(m)
 	s.n++
 	s.bytes += size
 	if s.n == 1 {
@@ -252,43 +254,66 @@ func (s *Subscriber) countLost(n int) {
 	}
 }
 
-// evictOldest drops the oldest queued message; s.mu is held, s.n > 0.
-func (s *Subscriber) evictOldest() {
-	slot := &s.ring[s.head]
-	s.bytes -= (*slot).size()
-	*slot = nil
-	s.head = int32((int(s.head) + 1) % len(s.ring))
-	s.n--
-}
-
-// slotFree reports whether the ring has room for one more message,
-// growing it (keeping order) unless it is at the queue limit. The ring
-// itself never outgrows QueueBytes: each slot counts msgOverhead.
-func (s *Subscriber) slotFree() bool {
-	if int(s.n) < len(s.ring) {
-		return true
-	}
+// limit is the queue's bound in messages; s.mu is held. It never exceeds
+// what QueueBytes holds (each message counts msgOverhead), nor, so, does
+// the ring.
+func (s *Subscriber) limit() int {
 	limit := s.bus.opt.Queue
 	if s.queue > 0 {
 		limit = int(s.queue)
 	}
-	limit = min(limit, max(s.bus.opt.QueueBytes/msgOverhead, 1))
-	if len(s.ring) >= limit {
-		return false
+	return min(limit, max(s.bus.opt.QueueBytes/msgOverhead, 1))
+}
+
+// append queues m behind the newest message, extending the last run when
+// m comes next in its chain (chain.go), else in a run of its own,
+// growing the ring (keeping order) if it is full; s.mu is held.
+func (s *Subscriber) append(m *Message) {
+	if s.runs > 0 {
+		if last := &s.ring[(int(s.head)+int(s.runs)-1)%len(s.ring)]; last.extendsTo(m) {
+			last.last = m
+			return
+		}
 	}
-	ring := getRing(min(max(2*len(s.ring), firstRing), limit))
-	for i := range int(s.n) {
-		ring[i] = s.ring[(int(s.head)+i)%len(s.ring)]
+	if int(s.runs) == len(s.ring) {
+		size := max(min(max(2*len(s.ring), firstRing), s.limit()), int(s.runs)+1)
+		ring := getRing(size)
+		for i := range int(s.runs) {
+			ring[i] = s.ring[(int(s.head)+i)%len(s.ring)]
+		}
+		clear(s.ring)
+		putRing(s.ring)
+		s.ring, s.head = ring, 0
 	}
-	clear(s.ring)
-	putRing(s.ring)
-	s.ring, s.head = ring, 0
-	return true
+	s.ring[(int(s.head)+int(s.runs))%len(s.ring)] = run{first: m, last: m}
+	s.runs++
+}
+
+// takeOldest removes the oldest queued message from the queue and
+// returns it; s.mu is held, s.n > 0.
+func (s *Subscriber) takeOldest() *Message {
+	r := &s.ring[s.head]
+	m := r.first
+	if m == r.last {
+		*r = run{} // do not pin the messages
+		s.head = int32((int(s.head) + 1) % len(s.ring))
+		s.runs--
+	} else {
+		r.first = m.ext.next.Load()
+	}
+	s.n--
+	s.bytes -= m.size()
+	return m
 }
 
 // releaseRing gives the emptied queue storage back; s.mu is held, s.n is
-// 0 and the slots are zero.
+// 0 and the entries are zero.
 func (s *Subscriber) releaseRing() {
 	putRing(s.ring)
 	s.ring, s.head = nil, 0
+}
+
+// dropQueue forgets every queued message and replay; s.mu is held.
+func (s *Subscriber) dropQueue() {
+	s.ring, s.head, s.runs, s.n, s.bytes, s.replays = nil, 0, 0, 0, 0, nil
 }
