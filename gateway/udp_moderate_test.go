@@ -212,9 +212,10 @@ func TestBusyCutsIdleStep(t *testing.T) {
 	if calls < 4 {
 		t.Errorf("the %d datagrams after the worker got busy came in %d Datagrams calls; want at least 4 (2 ms steps)", after, calls)
 	}
-	if n := cutSteps(g); n == 0 {
-		t.Errorf("no long step cut short")
-	}
+	// cutSteps is logged, not required: whether a loop was waiting out a
+	// long step at the moment the worker got busy is the scheduler's
+	// choice (CI saw 0 once, with the 20 datagrams in 13 calls). The
+	// calls above are what fails without the wake-up (1 call).
 	if len(s.problems) > 0 {
 		t.Fatalf("problems: %v", s.problems)
 	}
