@@ -24,36 +24,44 @@ func TestReceiveModerationBatches(t *testing.T) {
 	cfg.UDP.Batch = 128 // a window's datagrams in one recvmmsg
 	h := &dgHandler{}
 	g := dgStart(t, cfg, h)
+	calls, took := dgSpacedStream(t, g, h, 1000, 200*time.Microsecond)
+	windows := int(took/delay) + 2
+	t.Logf("1000 datagrams in %d Datagrams calls over %d windows of %v", calls, windows, delay)
+	if calls > 3*windows {
+		t.Errorf("1000 datagrams came in %d Datagrams calls; want at most %d (3 per window of %v)", calls, 3*windows, delay)
+	}
+}
+
+// dgSpacedStream sends datagrams 1..n of session 7 to g, gap apart, and
+// waits until h has them all; it returns h's Datagrams calls by then and
+// the time from the first send. Past the stream the socket goes back to
+// epoll: it waits for that (a poll that finds nothing), then a lone
+// datagram must still come; and none may be dropped or out of order.
+func dgSpacedStream(t *testing.T, g *Gateway, h *dgHandler, n uint32, gap time.Duration) (int, time.Duration) {
+	t.Helper()
 	c := dgClient(t, g)
 	buf := make([]byte, 64)
-	const stream = 1000
 	start := time.Now()
-	for seq := uint32(1); seq <= stream; seq++ {
+	for seq := uint32(1); seq <= n; seq++ {
 		if _, err := c.Write(dgFrame(buf, 7, seq, 64)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(gap)
 	}
-	eventually(t, "the stream handled", func() bool { return h.seen().handled == stream })
-	windows := int(time.Since(start)/delay) + 2
-	s := h.seen()
-	t.Logf("%d datagrams in %d Datagrams calls over %d windows of %v", s.handled, s.calls, windows, delay)
-	if s.calls > 3*windows {
-		t.Errorf("%d datagrams came in %d Datagrams calls; want at most %d (3 per window of %v)", s.handled, s.calls, 3*windows, delay)
-	}
-	// Past the stream the socket goes back to epoll: wait for that (a
-	// poll that finds nothing), then a lone datagram must still come.
+	eventually(t, "the stream handled", func() bool { return h.seen().handled == int(n) })
+	took, calls := time.Since(start), h.seen().calls
 	eventually(t, "the socket back in epoll", func() bool { return !udpPolled(g) })
-	if _, err := c.Write(dgFrame(buf, 7, stream+1, 64)); err != nil {
+	if _, err := c.Write(dgFrame(buf, 7, n+1, 64)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a lone datagram after the stream handled", func() bool { return h.seen().handled == stream+1 })
+	eventually(t, "a lone datagram after the stream handled", func() bool { return h.seen().handled == int(n)+1 })
 	if s := h.seen(); len(s.problems) > 0 {
 		t.Fatalf("problems: %v", s.problems)
 	}
 	if d := countsOf(g).dropped; d != 0 {
 		t.Fatalf("%d datagrams dropped", d)
 	}
+	return calls, took
 }
 
 // udpPolled reports whether a loop's socket is out of epoll, polled.
@@ -99,31 +107,8 @@ func TestIdleReceiveStep(t *testing.T) {
 		if busy := g.dgBusy.Load(); (busy == 0) != workersIdle {
 			t.Fatalf("%d busy datagram workers; the one says idle: %v", busy, workersIdle)
 		}
-		c := dgClient(t, g)
-		buf := make([]byte, 64)
-		const stream = 500
-		start := time.Now()
-		for seq := uint32(1); seq <= stream; seq++ {
-			if _, err := c.Write(dgFrame(buf, 7, seq, 64)); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(400 * time.Microsecond)
-		}
-		eventually(t, "the stream handled", func() bool { return h.seen().handled == stream })
-		windows = int(time.Since(start)/idleDelay) + 2
-		eventually(t, "the socket back in epoll", func() bool { return !udpPolled(g) })
-		if _, err := c.Write(dgFrame(buf, 7, stream+1, 64)); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "a lone datagram after the stream handled", func() bool { return h.seen().handled == stream+1 })
-		s := h.seen()
-		if len(s.problems) > 0 {
-			t.Fatalf("problems: %v", s.problems)
-		}
-		if d := countsOf(g).dropped; d != 0 {
-			t.Fatalf("%d datagrams dropped", d)
-		}
-		return s.calls, windows, idleSteps(g)
+		_, took := dgSpacedStream(t, g, h, 500, 400*time.Microsecond)
+		return h.seen().calls, int(took/idleDelay) + 2, idleSteps(g) // calls with the lone datagram's
 	}
 	t.Run("idle", func(t *testing.T) {
 		calls, windows, steps := run(t, true, 4<<20)

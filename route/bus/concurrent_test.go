@@ -30,6 +30,30 @@ type drained struct {
 	got     []Message
 }
 
+// newDrained subscribes to filters on b, its notifications waking run.
+func newDrained(t *testing.T, b *Bus, filters ...string) *drained {
+	t.Helper()
+	d := &drained{filters: filters, wake: make(chan struct{}, 1)}
+	d.sub = mustSub(t, b, func() {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}, filters...)
+	return d
+}
+
+// startDrainers runs each subscriber's collector until done is closed;
+// wait on the returned group for them to finish.
+func startDrainers(subs []*drained, done <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, d := range subs {
+		wg.Add(1)
+		go d.run(done, &wg)
+	}
+	return &wg
+}
+
 func (d *drained) run(done <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
@@ -56,23 +80,13 @@ func TestConcurrentNoLoss(t *testing.T) {
 	}
 	var subs []*drained
 	for _, fs := range filterSets {
-		d := &drained{filters: fs, wake: make(chan struct{}, 1)}
-		d.sub = mustSub(t, b, func() {
-			select {
-			case d.wake <- struct{}{}:
-			default:
-			}
-		}, fs...)
-		subs = append(subs, d)
+		subs = append(subs, newDrained(t, b, fs...))
 	}
 	topic := func(p, i int) string { return fmt.Sprintf("t/%d/%d", p, i%4) }
 
 	done := make(chan struct{})
-	var drainers, workers sync.WaitGroup
-	for _, d := range subs {
-		drainers.Add(1)
-		go d.run(done, &drainers)
-	}
+	drainers := startDrainers(subs, done)
+	var workers sync.WaitGroup
 	for p := range publishers {
 		workers.Go(func() {
 			for i := range perPublisher {

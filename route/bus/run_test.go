@@ -134,21 +134,11 @@ func TestRunsConcurrentPublishers(t *testing.T) {
 	b := New(Options{Queue: publishers * perPublisher})
 	var subs []*drained
 	for range subscribers {
-		d := &drained{filters: []string{"same"}, wake: make(chan struct{}, 1)}
-		d.sub = mustSub(t, b, func() {
-			select {
-			case d.wake <- struct{}{}:
-			default:
-			}
-		}, "same")
-		subs = append(subs, d)
+		subs = append(subs, newDrained(t, b, "same"))
 	}
 	done := make(chan struct{})
-	var drainers, workers sync.WaitGroup
-	for _, d := range subs {
-		drainers.Add(1)
-		go d.run(done, &drainers)
-	}
+	drainers := startDrainers(subs, done)
+	var workers sync.WaitGroup
 	for p := range publishers {
 		workers.Go(func() {
 			for i := range perPublisher {
