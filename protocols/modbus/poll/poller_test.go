@@ -77,12 +77,19 @@ func TestPollPymodbus(t *testing.T) {
 			t.Errorf("%s: got %+v (cached %v), want %v, good, ts from %d", topic, got, ok, v, before)
 		}
 	}
+	if n := len(p.devs[0].reads); n != 3 {
+		t.Fatalf("planned %d reads a poll, want 3", n)
+	}
 	p.Close()
+	// Close may cut a poll short, so the counters hold the finished
+	// polls plus part of one more: fewer than 3 reads and 7 samples.
 	st := p.Stats()[0]
-	if st.Reads != 3*st.Polls || st.Failed != 0 || st.Refused != 0 || st.Published != 7*st.Polls {
+	if st.Reads < 3*st.Polls || st.Reads >= 3*(st.Polls+1) || st.Failed != 0 || st.Refused != 0 ||
+		st.Published < 7*st.Polls || st.Published >= 7*(st.Polls+1) {
 		t.Fatalf("stats %+v: want 3 reads and 7 samples a poll, no failures", st)
 	}
-	if h := dev.Health(); h.Requests != st.Reads {
+	// A request cut short by Close may have reached the device uncounted.
+	if h := dev.Health(); h.Requests != st.Reads && h.Requests != st.Reads+1 {
 		t.Fatalf("device saw %d requests, the poller sent %d", h.Requests, st.Reads)
 	}
 }
