@@ -73,8 +73,11 @@ func (s *Sink) takeLive(recs []StoreRecord, out []Pending) []Pending {
 // follow one another without a gap, appending them to recs (a seq, no
 // data: they are never decoded) and their publishes to out. None when the
 // record next was not published live: the drainer reads it from the
-// store.
-func (s *Sink) takeLiveRun(next uint64, max int, recs []StoreRecord, out []Pending) ([]StoreRecord, []Pending) {
+// store. stored says whether the store holds a record past the run, seen
+// under the lock the forward goroutine appends and publishes under: a
+// drainer that has taken every live record and sees none stored waits
+// for the next append rather than racing it with a read from disk.
+func (s *Sink) takeLiveRun(next uint64, max int, recs []StoreRecord, out []Pending) (_ []StoreRecord, _ []Pending, stored bool) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	s.live.dropBefore(next)
@@ -84,7 +87,11 @@ func (s *Sink) takeLiveRun(next uint64, max int, recs []StoreRecord, out []Pendi
 		next++
 	}
 	s.signalLiveRoom()
-	return recs, out
+	// Seqs are consecutive and a store removes only from its head, so
+	// its newest record is the oldest's seq plus the count less one.
+	st := s.store.Stats()
+	stored = st.Records > 0 && st.OldestSeq+uint64(st.Records)-1 >= next
+	return recs, out, stored
 }
 
 // signalLiveRoom wakes a forward goroutine waiting for room in the live

@@ -180,13 +180,17 @@ func (d *drainer) refill() {
 	d.sent, d.queued, d.live = 0, d.queued[:0], d.live[:0]
 	next := d.next
 	if next == 0 { // nothing sent on this connection: from the oldest
-		next = d.s.store.Stats().OldestSeq
-	}
-	if next != 0 {
-		d.queued, d.live = d.s.takeLiveRun(next, d.s.liveCap, d.queued, d.live)
-		if len(d.queued) > 0 || d.flying > d.maxFlying()/2 {
+		if next = d.s.store.Stats().OldestSeq; next == 0 {
+			// The store is empty. A peek now would only race the
+			// forward goroutine's next batch and read back from disk
+			// what it publishes live; its append wakes idle instead.
 			return
 		}
+	}
+	var stored bool
+	d.queued, d.live, stored = d.s.takeLiveRun(next, d.s.liveCap, d.queued, d.live)
+	if len(d.queued) > 0 || d.flying > d.maxFlying()/2 || !stored {
+		return
 	}
 	var recs []StoreRecord
 	var err error

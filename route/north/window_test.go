@@ -19,20 +19,24 @@ import (
 
 // ackLog is a real store (the spool) that notes its appends' seqs and
 // every Ack, so a test can check what was acked and when, and counts the
-// records its peeks returned.
+// records its peeks returned. peekDelay holds each peek back before it
+// reads, so that appends land in between.
 type ackLog struct {
 	Store
-	mu       sync.Mutex
-	appended []uint64
-	acks     []uint64
-	read     int
+	peekDelay time.Duration
+	mu        sync.Mutex
+	appended  []uint64
+	acks      []uint64
+	read      int
 }
 
 func (l *ackLog) Peek(max, maxBytes int) ([]StoreRecord, error) {
+	time.Sleep(l.peekDelay)
 	return l.count(l.Store.Peek(max, maxBytes))
 }
 
 func (l *ackLog) PeekAfter(after uint64, max, maxBytes int) ([]StoreRecord, error) {
+	time.Sleep(l.peekDelay)
 	return l.count(l.Store.PeekAfter(after, max, maxBytes))
 }
 
@@ -264,7 +268,10 @@ func TestNATSCoreStoreAckAfterFlush(t *testing.T) {
 			var store *ackLog
 			s := natsSink(t, config.NorthSink{Name: "saf", URL: g.nats(), Inflight: inflight,
 				Map: []config.NorthMap{{From: "s/#", To: "out/{topic}", QoS: 1}}}, b, true, func(s *Sink) {
-				store = &ackLog{Store: s.store}
+				// A drainer that peeks for records it has live races
+				// the forward goroutine's appends; the delay makes it
+				// lose (CI saw 18 records read back without one).
+				store = &ackLog{Store: s.store, peekDelay: 5 * time.Millisecond}
 				s.store = store
 				if !live {
 					s.liveCap = 0
