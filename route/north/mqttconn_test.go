@@ -64,8 +64,8 @@ func (c *countingConn) Write(p []byte) (int, error) {
 
 // TestBatchConnCoalesces: packets written while the flusher is inside a
 // write leave together in the next one. The first write is held until
-// 1,000 PUBLISHes are queued behind it: two socket writes carry them all,
-// where paho alone makes 1,000.
+// 1,000 PUBLISHes are queued behind it: at most two socket writes carry
+// them all, where paho alone makes 1,000.
 func TestBatchConnCoalesces(t *testing.T) {
 	client, server := tcpPair(t)
 	cc := &countingConn{Conn: client, hold: make(chan struct{})}
@@ -85,8 +85,11 @@ func TestBatchConnCoalesces(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatal("the broker's side received other bytes than were written")
 	}
-	if n := cc.writes.Load(); n != 2 {
-		t.Errorf("1,000 packets took %d socket writes, want 2 (the held one, then the rest)", n)
+	// Two: the held one, then the rest. One when the flusher woke only
+	// after all of them were queued (the scheduler's choice; seen under
+	// the race detector).
+	if n := cc.writes.Load(); n > 2 {
+		t.Errorf("1,000 packets took %d socket writes, want at most 2 (the held one, then the rest)", n)
 	}
 	must(t, b.Close())
 }
