@@ -235,31 +235,22 @@ func BenchmarkKeepalive(b *testing.B) {
 	}
 }
 
-// establish opens n sessions on a new endpoint at simStart, from
-// addresses 10.subnet.x.y, and returns the endpoint, the sessions' ids and
-// addresses, and a buffer for datagrams.
-func establish(tb testing.TB, n int, subnet byte) (*Endpoint, []uint64, []netip.AddrPort, []byte) {
-	tb.Helper()
-	ep, err := NewEndpoint(Config{}, EndpointOptions{}, simStart)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	buf := make([]byte, 0, MaxDatagram)
-	ids := make([]uint64, n)
-	addrs := make([]netip.AddrPort, n)
-	for i := range ids {
-		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, subnet, byte(i >> 8), byte(i)}), 4000)
-		c, _ := NewClient(Config{}, nil, simStart)
-		handshake(tb, ep, c, addrs[i], simStart, buf)
-		ids[i] = c.ID()
-	}
-	return ep, ids, addrs, buf
-}
-
 func benchKeepalive(b *testing.B, frame byte) {
 	const sessions = 10_000
 	now := simStart
-	ep, ids, addrs, buf := establish(b, sessions, 3)
+	ep, err := NewEndpoint(Config{}, EndpointOptions{}, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, MaxDatagram)
+	ids := make([]uint64, sessions)
+	addrs := make([]netip.AddrPort, sessions)
+	for i := range ids {
+		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), 4000)
+		c, _ := NewClient(Config{}, nil, now)
+		handshake(b, ep, c, addrs[i], now, buf)
+		ids[i] = c.ID()
+	}
 	pings := make([][]byte, sessions)
 	step := DefaultKeepAlive / sessions
 	answers := 0

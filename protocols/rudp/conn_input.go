@@ -99,9 +99,6 @@ func (c *Conn) applyFrames(b []byte, from netip.AddrPort, now int64) {
 		lazy := pingOnly && idle && !c.client
 		if !c.ackPending {
 			c.ackFirstAt, c.ackLazy = now, lazy
-			if lazy && c.ep != nil {
-				c.ep.holdLazy(c, c.ackDueAt())
-			}
 		} else if !lazy {
 			c.ackLazy = false
 		}

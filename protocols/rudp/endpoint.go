@@ -93,8 +93,6 @@ type Endpoint struct {
 	wheel      wheel
 	ready      *Conn // sessions that may have a packet to send
 	readyTail  *Conn
-	lazy       []lazyAnswer // keepalive answers held back, oldest first (answerSoon)
-	lazyHead   int
 	replies    []retryReply // a ring of cfg.PendingRetries
 	replyHead  int
 	replyCount int
@@ -384,59 +382,7 @@ func (e *Endpoint) shrinkMaps() {
 func (e *Endpoint) Tick(now time.Time) time.Time {
 	e.now = int64(now.Sub(e.epoch))
 	e.wheel.advance(e.now/tickNanos, e.fire)
-	e.popLazy(e.now, false)
 	return e.NextDeadline()
-}
-
-// lazyAnswer is a keepalive's answer held back until due (ackDueAt).
-type lazyAnswer struct {
-	c   *Conn
-	due int64
-}
-
-// holdLazy notes c's keepalive answer, due at due. Answers are noted as
-// their PINGs arrive, so due times never decrease along the list.
-func (e *Endpoint) holdLazy(c *Conn, due int64) {
-	e.lazy = append(e.lazy, lazyAnswer{c, due})
-}
-
-// answerSoon sends now the held keepalive answers that fall due within
-// pingAckGrain, the worker being awake for a batch anyway. The answers'
-// timers stand at the grain's boundaries of this endpoint's clock, which
-// are not the instants the loops read their sockets at, so a worker fed
-// a steady trickle of keepalives woke twice a grain: for the batch, and
-// for its answers' timer. With the answers gone, and their timers taken
-// off the wheel, it wakes once (TestAnswersLeaveWithBatches). An answer
-// still waits at least pingAckDelay less pingAckGrain, and at most until
-// due.
-func (e *Endpoint) answerSoon(now time.Time) {
-	e.now = int64(now.Sub(e.epoch))
-	e.popLazy(e.now+int64(pingAckGrain), true)
-}
-
-// popLazy takes the held answers due by horizon off the list, sending
-// each that still waits if send (AppendDatagram puts its session's timer
-// back once it is out); without send, its timer answers it. It keeps the
-// list compact: a steady trickle never empties it.
-func (e *Endpoint) popLazy(horizon int64, send bool) {
-	for e.lazyHead < len(e.lazy) {
-		a := e.lazy[e.lazyHead]
-		if a.due > horizon {
-			break
-		}
-		e.lazy[e.lazyHead] = lazyAnswer{}
-		e.lazyHead++
-		if c := a.c; send && c.state != StateClosed && c.ackPending && c.ackLazy && c.ackDueAt() == a.due {
-			c.ackNow = true
-			e.wheel.remove(&c.timer)
-			e.wake(c)
-		}
-	}
-	if e.lazyHead > 0 && 2*e.lazyHead >= len(e.lazy) {
-		n := copy(e.lazy, e.lazy[e.lazyHead:])
-		clear(e.lazy[n:])
-		e.lazy, e.lazyHead = e.lazy[:n], 0
-	}
 }
 
 // fire runs one session's due timers.

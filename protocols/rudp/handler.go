@@ -237,7 +237,6 @@ func (w *worker) Datagrams(batch []protocols.Datagram, now time.Time) {
 	for _, d := range batch {
 		w.ep.Input(d.Peer, d.Data, now)
 	}
-	w.ep.answerSoon(now)
 	w.flush(now)
 }
 

@@ -1,7 +1,6 @@
 package rudp
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
@@ -188,86 +187,4 @@ func TestIdleEndpoint(t *testing.T) {
 		}
 	})
 	busyFrom("a new client's INITIAL", func() { s.addClient(Config{}) })
-}
-
-// TestAnswersLeaveWithBatches: keepalive PINGs of idle sessions come in
-// batches every pingAckGrain, at instants that are not the endpoint's
-// grain boundaries (the loops read on the gateway's clock), and the
-// worker runs them as the gateway does: Datagrams, then Tick, then a
-// wake at each deadline before the next batch. Each PING is answered
-// once, between pingAckDelay less pingAckGrain and pingAckDelay plus
-// pingAckGrain after it came, and every answer leaves with a batch: no
-// wake between batches sends one (before, most answers left on a wake
-// of their own, two wakes a grain instead of one).
-func TestAnswersLeaveWithBatches(t *testing.T) {
-	const sessions, perBatch, batches = 200, 10, 120
-	now := simStart
-	ep, ids, addrs, buf := establish(t, sessions, 4)
-	pingedAt := map[netip.AddrPort]time.Time{}
-	answers, early, late, answerWakes := 0, 0, 0, 0
-	// flush sends what the endpoint has, checking each answer's wait;
-	// false if it had nothing.
-	flush := func(now time.Time) bool {
-		sent := false
-		for {
-			_, to, ok := ep.AppendDatagram(buf[:0], now)
-			if !ok {
-				return sent
-			}
-			sent = true
-			if at, ok := pingedAt[to]; ok {
-				answers++
-				delete(pingedAt, to)
-				switch waited := now.Sub(at); {
-				case waited < pingAckDelay-pingAckGrain:
-					early++
-				case waited > pingAckDelay+pingAckGrain:
-					late++
-				}
-			}
-		}
-	}
-	// Quiet for a while, so that a PING is a keepalive, not a probe.
-	now = now.Add(5 * time.Second)
-	ep.Tick(now)
-	flush(now)
-	// Batches 5 ms past the endpoint's grain boundaries; each session
-	// pings again only once its last PING was answered.
-	start := ep.epoch.Add((now.Sub(ep.epoch)/pingAckGrain + 1) * pingAckGrain).Add(5 * time.Millisecond)
-	ping := make([]byte, 0, 64)
-	for b := range batches {
-		now = start.Add(time.Duration(b) * pingAckGrain)
-		for k := range perBatch {
-			i := (b*perBatch + k) % sessions
-			ping = appendCRC(append(AppendHeader(ping[:0], Header{Type: TypeData, SessionID: ids[i], Number: uint32(1000 + b)}), framePing), 0)
-			ep.Input(addrs[i], ping, now)
-			pingedAt[addrs[i]] = now
-		}
-		ep.answerSoon(now) // Datagrams
-		flush(now)
-		ep.Tick(now) // the worker's tick after a batch
-		flush(now)
-		nextBatch := now.Add(pingAckGrain)
-		for next := ep.NextDeadline(); !next.IsZero() && next.Before(nextBatch); next = ep.NextDeadline() {
-			ep.Tick(next) // a wake of its own
-			if flush(next) {
-				answerWakes++
-			}
-		}
-	}
-	// The last batch's answers leave on the timers' wakes.
-	for i := 0; len(pingedAt) > 0 && i < 100; i++ {
-		next := ep.NextDeadline()
-		ep.Tick(next)
-		flush(next)
-	}
-	if want := perBatch * batches; answers != want || early != 0 || late != 0 {
-		t.Errorf("%d answers to %d PINGs, %d too early and %d too late", answers, want, early, late)
-	}
-	if answerWakes != 0 {
-		t.Errorf("%d wakes between batches sent answers (%d batches)", answerWakes, batches)
-	}
-	if n := len(ep.lazy) - ep.lazyHead; n != 0 {
-		t.Errorf("%d held answers left on the list", n)
-	}
 }
