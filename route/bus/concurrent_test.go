@@ -54,6 +54,23 @@ func startDrainers(subs []*drained, done <-chan struct{}) *sync.WaitGroup {
 	return &wg
 }
 
+// startPublishers runs publishers goroutines on wg, publisher p
+// publishing message(p, i) for i from 0 to perPublisher-1 in order; the
+// first error ends that publisher's run and fails the test.
+func startPublishers(t *testing.T, b *Bus, wg *sync.WaitGroup, publishers, perPublisher int, message func(p, i int) (topic string, payload []byte)) {
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range perPublisher {
+				topic, payload := message(p, i)
+				if err := b.Publish(topic, payload, "test"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+}
+
 func (d *drained) run(done <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
@@ -87,16 +104,9 @@ func TestConcurrentNoLoss(t *testing.T) {
 	done := make(chan struct{})
 	drainers := startDrainers(subs, done)
 	var workers sync.WaitGroup
-	for p := range publishers {
-		workers.Go(func() {
-			for i := range perPublisher {
-				if err := b.Publish(topic(p, i), []byte(strconv.Itoa(i)), "test"); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
+	startPublishers(t, b, &workers, publishers, perPublisher, func(p, i int) (string, []byte) {
+		return topic(p, i), []byte(strconv.Itoa(i))
+	})
 	for range churners {
 		workers.Go(func() { churn(t, b) })
 	}

@@ -139,16 +139,9 @@ func TestRunsConcurrentPublishers(t *testing.T) {
 	done := make(chan struct{})
 	drainers := startDrainers(subs, done)
 	var workers sync.WaitGroup
-	for p := range publishers {
-		workers.Go(func() {
-			for i := range perPublisher {
-				if err := b.Publish("same", []byte(fmt.Sprintf("%d/%d", p, i)), "test"); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
+	startPublishers(t, b, &workers, publishers, perPublisher, func(p, i int) (string, []byte) {
+		return "same", []byte(fmt.Sprintf("%d/%d", p, i))
+	})
 	workers.Wait()
 	close(done)
 	drainers.Wait()
