@@ -168,18 +168,28 @@ func TestMQTTOnChange(t *testing.T) {
 	}
 }
 
+// startWillSink starts a sink called name to the broker at url (br's,
+// or a gate in front of it) with a retained will on gw/{gateway}/state,
+// and a subscriber to gw/# on br (client id "t-"+name) that has seen the
+// retained "online"; it returns the sink, what the subscriber got and its
+// client.
+func startWillSink(t *testing.T, br *northtest.Mosquitto, url, name string) (*Sink, *received, mqtt.Client) {
+	t.Helper()
+	s := startSink(t, config.NorthSink{Name: name, Kind: "mqtt", URL: url, KeepAlive: 1e9 * 5,
+		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, bus.New(bus.Options{}), nil)
+	waitUp(t, s)
+	got, c := subscribe(t, br.URL(), "t-"+name, "gw/#", true, nil)
+	routetest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	return s, got, c
+}
+
 // TestMQTTWill: the broker publishes the will ("offline") when the
 // gateway's connection dies without a DISCONNECT; on reconnect the sink
 // announces "online" again, retained.
 func TestMQTTWill(t *testing.T) {
 	br := northtest.StartMosquitto(t)
 	g := newGate(t, br.Port)
-	b := bus.New(bus.Options{})
-	s := startSink(t, config.NorthSink{Name: "will", Kind: "mqtt", URL: g.url(), KeepAlive: 1e9 * 5,
-		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
-	waitUp(t, s)
-	got, _ := subscribe(t, br.URL(), "t-will", "gw/#", true, nil)
-	routetest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	_, got, _ := startWillSink(t, br, g.url(), "will")
 	g.cut() // the gateway's TCP connection dies
 	routetest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
 	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
@@ -196,12 +206,7 @@ func TestMQTTWill(t *testing.T) {
 // will as well: a second "offline" ahead of the marker published after.
 func TestMQTTCloseSendsNoWill(t *testing.T) {
 	br := northtest.StartMosquitto(t)
-	b := bus.New(bus.Options{})
-	s := startSink(t, config.NorthSink{Name: "bye", Kind: "mqtt", URL: br.URL(), KeepAlive: 1e9 * 5,
-		Will: config.NorthWill{Topic: "gw/{gateway}/state", QoS: 1, Retain: true}}, b, nil)
-	waitUp(t, s)
-	got, c := subscribe(t, br.URL(), "t-bye", "gw/#", true, nil)
-	routetest.Eventually(t, "the retained online", func() bool { return got.len() == 1 })
+	s, got, c := startWillSink(t, br, br.URL(), "bye")
 	s.Close()
 	if tok := c.Publish("gw/marker", 1, false, "after"); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
 		t.Fatalf("marker: %v", tok.Error())
