@@ -95,15 +95,20 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 	}
 	lost := s.lost
 	s.lost = 0
+	// Without a replay to continue, what is left is known already: a
+	// message queued or a replay begun from here on finds nothing pending
+	// and wakes the owner, so the lock need not be taken again.
+	more := s.n > 0 || len(s.replays) > 0
+	replaying := len(s.replays) > 0 && used < maxBytes
 	s.mu.Unlock()
-	if used < maxBytes {
+	if replaying {
 		queued := len(dst)
 		dst = s.replayInto(dst, used, maxBytes, scanLimit)
 		s.bus.delivered.Add(uint64(len(dst) - queued))
+		s.mu.Lock()
+		more = s.n > 0 || len(s.replays) > 0
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	more := s.n > 0 || len(s.replays) > 0
-	s.mu.Unlock()
 	return Batch{Msgs: dst, Dropped: lost, More: more}
 }
 
