@@ -238,13 +238,12 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	if protocols.GatewayTopic(m.Topic) {
 		return s.reject(out, m.MsgID, CodeReservedTopic, "")
 	}
-	// The bus copies the payload; the topic string is the one allocation
-	// a publish costs here, and the bus keeps it in its cache.
-	topic := string(m.Topic)
-	if m.MsgID != 0 && s.h.bus.Claimed(topic) {
-		return s.publishAcked(out, topic, m) // a device's write: writeack.go
+	if m.MsgID != 0 && s.h.bus.Claimed(string(m.Topic)) {
+		return s.publishAcked(out, string(m.Topic), m) // a device's write: writeack.go
 	}
-	err := s.h.bus.PublishWithin(&s.quota, topic, m.Data, Source)
+	// The bus copies the payload, and the topic only when it is new to
+	// its cache: a known topic is published under the cache's string.
+	err := s.h.bus.PublishBytes(&s.quota, m.Topic, m.Data, Source)
 	if err != nil {
 		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}

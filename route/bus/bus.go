@@ -32,9 +32,11 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Errors returned by the bus, wrapped with details.
@@ -247,6 +249,25 @@ func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) 
 // error, done is never called. done must not block; nil asks for no
 // outcome (PublishWithin).
 func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, done func(error)) error {
+	return b.publishDone(q, topic, false, payload, src, done)
+}
+
+// PublishBytes is PublishWithin for a topic still in the bytes it was
+// parsed from, as a protocol reads it off the wire. A topic the cache
+// holds already is published under the cache's own string, so the steady
+// publishing of known topics costs no topic string; only a new topic is
+// copied. The bus keeps neither topic nor payload: the caller may reuse
+// them once PublishBytes returns, and must not change them before.
+func (b *Bus) PublishBytes(q *Quota, topic, payload []byte, src string) error {
+	// The string aliases topic for the length of the call: the lookups
+	// take it as it is, and whatever outlives the call (a new cache entry,
+	// a Writer's topic) gets a copy (borrowed).
+	return b.publishDone(q, unsafe.String(unsafe.SliceData(topic), len(topic)), true, payload, src, nil)
+}
+
+// publishDone is PublishDone for a topic that may be borrowed: one that
+// aliases the caller's bytes, which nothing may keep.
+func (b *Bus) publishDone(q *Quota, topic string, borrowed bool, payload []byte, src string, done func(error)) error {
 	if err := validTopic(topic, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		b.rejected.Add(1)
 		return err
@@ -256,9 +277,12 @@ func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, do
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), b.opt.MaxPayload)
 	}
 	if c, ok := b.claimFor(topic); ok && c.owner != src {
+		if borrowed {
+			topic = strings.Clone(topic)
+		}
 		return c.w.Write(topic, payload, src, done)
 	}
-	if err := b.publish(q, topic, payload, src); err != nil {
+	if err := b.publish(q, topic, borrowed, payload, src); err != nil {
 		return err
 	}
 	if done != nil {
@@ -267,8 +291,10 @@ func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, do
 	return nil
 }
 
-// publish records and fans out a validated message that is a value.
-func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error {
+// publish records and fans out a validated message that is a value. A
+// borrowed topic is replaced by the cache's string as the message is
+// stored, before anything can keep it.
+func (b *Bus) publish(q *Quota, topic string, borrowed bool, payload []byte, src string) error {
 	m := &Message{Topic: topic, Src: src, TS: b.opt.Now()}
 	if len(payload) > 0 {
 		m.Payload = append(make([]byte, 0, len(payload)), payload...)
@@ -286,7 +312,7 @@ func (b *Bus) publish(q *Quota, topic string, payload []byte, src string) error 
 	if c.len() > 1 {
 		chained = share(m)
 	}
-	err := b.store(m, chained, q)
+	err := b.store(m, chained, q, borrowed)
 	b.trieMu.RUnlock()
 	if err == nil {
 		switch c.len() {

@@ -195,6 +195,66 @@ func TestPayloadCopiedOnceAndShared(t *testing.T) {
 	}
 }
 
+// PublishBytes keeps nothing of the caller's topic bytes: a new topic's
+// entry, the messages delivered and a Writer's topic survive the buffer's
+// reuse, and every message of a topic carries the cache's one string.
+func TestPublishBytesKeepsNoTopic(t *testing.T) {
+	b := newTestBus(t, Options{})
+	lone := mustSub(t, b, nil, "a/1")
+	s1, s2 := mustSub(t, b, nil, "b/#"), mustSub(t, b, nil, "b/2")
+	w := &recordingWriter{}
+	if err := b.Claim("poller", []string{"c/3"}, w); err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("a/1")
+	publish := func(topic, payload string) {
+		t.Helper()
+		buf = append(buf[:0], topic...)
+		if err := b.PublishBytes(nil, buf, []byte(payload), "test"); err != nil {
+			t.Fatalf("PublishBytes(%q): %v", topic, err)
+		}
+		clear(buf)
+	}
+	publish("a/1", "new")
+	publish("a/1", "known")
+	publish("b/2", "new")   // shared by two subscribers: chained
+	publish("b/2", "known") // chained to the first
+	publish("c/3", "write")
+	if got := payloads(lone); fmt.Sprint(got) != "[a/1=new a/1=known]" {
+		t.Fatalf("lone subscriber got %q", got)
+	}
+	m1, m2 := drainAll(s1), drainAll(s2)
+	if len(m1) != 2 || len(m2) != 2 || m1[0].Topic != "b/2" || m1[1].Topic != "b/2" || m2[1].Topic != "b/2" {
+		t.Fatalf("shared deliveries: %+v, %+v", m1, m2)
+	}
+	cached, _ := b.Get("b/2")
+	for _, m := range append(m1, m2...) {
+		if unsafe.StringData(m.Topic) != unsafe.StringData(cached.Topic) {
+			t.Fatalf("a message of b/2 has a topic string of its own")
+		}
+	}
+	if len(w.got) != 1 || w.got[0] != "c/3=write from test" {
+		t.Fatalf("writer got %q", w.got)
+	}
+	if err := b.PublishBytes(nil, []byte("d/+"), nil, "test"); !errors.Is(err, ErrInvalidTopic) {
+		t.Fatalf("wildcard topic: %v", err)
+	}
+	if err := b.PublishBytes(nil, nil, nil, "test"); !errors.Is(err, ErrInvalidTopic) {
+		t.Fatalf("empty topic: %v", err)
+	}
+	if raceEnabled {
+		return // sync.Pool drops items at random under the race detector
+	}
+	buf = append(buf[:0], "a/1"...)
+	var dst []Message
+	if n := testing.AllocsPerRun(100, func() {
+		_ = b.PublishBytes(nil, buf, nil, "test")
+		dst = lone.Drain(dst[:0], 0).Msgs
+	}); n != 1 {
+		t.Fatalf("%v allocations to publish to a known topic's lone subscriber, want 1 (the message)", n)
+	}
+}
+
 // A full cache refuses a publish to a new topic whole: not cached, not
 // delivered, counted; known topics go on.
 func TestMaxTopics(t *testing.T) {

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 	"weak"
@@ -90,7 +91,10 @@ func (q *Quota) Added() int { return int(q.added) }
 // Assigning the sequence under the shard lock keeps each topic's cached
 // value the one with the highest sequence. chained, if not nil, is m's
 // shared copy: it takes the same sequence and joins the topic's chain.
-func (b *Bus) store(m, chained *Message, q *Quota) error {
+// Both take the cache entry's topic string, so the messages of a topic
+// share one, and a borrowed m.Topic (PublishBytes) is kept nowhere; the
+// entry of a new topic copies it.
+func (b *Bus) store(m, chained *Message, q *Quota, borrowed bool) error {
 	sh := b.shardFor(m.Topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -107,13 +111,18 @@ func (b *Bus) store(m, chained *Message, q *Quota) error {
 		if q != nil {
 			q.added++
 		}
-		e = sh.add(m.Topic)
+		topic := m.Topic
+		if borrowed {
+			topic = strings.Clone(topic)
+		}
+		e = sh.add(topic)
 	}
+	m.Topic = e.msg.Topic
 	m.Seq = b.seq.Add(1)
 	e.msg, e.has = *m, true
 	e.msg.ext = nil // the cache keeps no encodings (encoding.go)
 	if chained != nil {
-		chained.Seq = m.Seq
+		chained.Topic, chained.Seq = m.Topic, m.Seq
 		e.link(chained)
 	}
 	return nil
@@ -160,7 +169,7 @@ func (b *Bus) Forget(topic string) bool {
 		return false
 	}
 	if e.pins > 0 {
-		e.msg, e.has = Message{Topic: topic}, false
+		e.msg, e.has = Message{Topic: e.msg.Topic}, false // the entry's own string
 		return true
 	}
 	sh.remove(e)
