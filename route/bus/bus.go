@@ -198,7 +198,6 @@ type Bus struct {
 	reservedN    atomic.Int64
 	subscribers  atomic.Int64
 	nextSubID    atomic.Uint64
-	published    atomic.Uint64
 	rejected     atomic.Uint64
 	cacheFull    atomic.Uint64
 	overQuota    atomic.Uint64
@@ -322,7 +321,6 @@ func (b *Bus) publish(q *Quota, topic string, borrowed bool, payload []byte, src
 		default:
 			b.fanOut(chained, c)
 		}
-		b.published.Add(1)
 	}
 	c.reset()
 	collectorPool.Put(c)
@@ -384,7 +382,7 @@ func (t *tally) flush(b *Bus) {
 // Stats returns a snapshot of the counters.
 func (b *Bus) Stats() Stats {
 	return Stats{
-		Published:    b.published.Load(),
+		Published:    b.seq.Load(), // each accepted publish takes the next sequence number (store)
 		Rejected:     b.rejected.Load(),
 		CacheFull:    b.cacheFull.Load(),
 		OverQuota:    b.overQuota.Load(),
