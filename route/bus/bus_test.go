@@ -250,8 +250,8 @@ func TestPublishBytesKeepsNoTopic(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		_ = b.PublishBytes(nil, buf, nil, "test")
 		dst = lone.Drain(dst[:0], 0).Msgs
-	}); n != 1 {
-		t.Fatalf("%v allocations to publish to a known topic's lone subscriber, want 1 (the message)", n)
+	}); n != 0 {
+		t.Fatalf("%v allocations to publish an empty payload to a known topic's lone subscriber, want none", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -130,6 +131,46 @@ func TestConcurrentNoLoss(t *testing.T) {
 	}
 	if st := b.Stats(); st.Subscribers != len(subs) || st.Published != publishers*perPublisher {
 		t.Errorf("stats after churn = %+v", st)
+	}
+}
+
+// TestLoneMessagesRecycled: the message of a publish that reached one
+// subscriber is recycled once its queue lets it go (encoding.go), drained
+// or evicted, never while it is queued. Publishers each to a topic of its
+// own, read by one subscriber with a small queue that evicts, drained as
+// they go: every message drained is whole (its payload names its topic)
+// and in order, and each was drained or counted dropped.
+func TestLoneMessagesRecycled(t *testing.T) {
+	const publishers, perPublisher = 4, 2000
+	b := New(Options{Queue: 8})
+	subs := make([]*drained, publishers)
+	for p := range subs {
+		subs[p] = newDrained(t, b, fmt.Sprintf("lone/%d", p))
+	}
+	done := make(chan struct{})
+	drainers := startDrainers(subs, done)
+	var workers sync.WaitGroup
+	startPublishers(t, b, &workers, publishers, perPublisher, func(p, i int) (string, []byte) {
+		topic := fmt.Sprintf("lone/%d", p)
+		return topic, fmt.Appendf(nil, "%s#%d", topic, i)
+	})
+	workers.Wait()
+	close(done)
+	drainers.Wait()
+	for p, d := range subs {
+		topic, last := fmt.Sprintf("lone/%d", p), -1
+		for _, m := range d.got {
+			name, n, _ := strings.Cut(string(m.Payload), "#")
+			i, err := strconv.Atoi(n)
+			if m.Topic != topic || name != topic || err != nil || i <= last || m.Src != "test" {
+				t.Fatalf("%s: after #%d drained %q from %q (src %q)", topic, last, m.Payload, m.Topic, m.Src)
+			}
+			last = i
+		}
+		if got := len(d.got) + int(d.sub.Dropped()); got != perPublisher || last != perPublisher-1 {
+			t.Errorf("%s: %d drained and %d dropped, the last #%d; want %d in all, the last #%d",
+				topic, len(d.got), d.sub.Dropped(), last, perPublisher, perPublisher-1)
+		}
 	}
 }
 

@@ -87,7 +87,9 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 		if used > 0 && used+size > maxBytes {
 			break
 		}
-		dst = append(dst, *s.takeOldest())
+		m := s.takeOldest()
+		dst = append(dst, *m)
+		release(m)
 		used += size
 	}
 	if s.n == 0 && s.ring != nil {

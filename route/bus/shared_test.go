@@ -51,9 +51,10 @@ func TestFanOutMemoryGrowsWithMessagesNotCopies(t *testing.T) {
 
 // A subscriber that falls a few hundred messages behind and catches up,
 // again and again, reuses its grown rings: the 200 publishes of a round
-// allocate what they always do (the payload copy and the shared message,
-// 2 each) and the queue nothing. Rings of 128 and 256 slots were not
-// pooled before, and cost 2 allocations a round.
+// allocate what they always do (the payload copy, 1 each: the message of
+// a lone subscriber is recycled once drained, encoding.go) and the queue
+// nothing. Rings of 128 and 256 slots were not pooled before, and cost 2
+// allocations a round.
 func TestLaggingSubscriberReusesRings(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -72,8 +73,8 @@ func TestLaggingSubscriberReusesRings(t *testing.T) {
 			t.Fatalf("drained %d, want 200", len(got))
 		}
 	}
-	if allocs := testing.AllocsPerRun(20, round); allocs != 400 {
-		t.Errorf("a round of 200 publishes and a drain: %v allocations, want 400", allocs)
+	if allocs := testing.AllocsPerRun(20, round); allocs != 200 {
+		t.Errorf("a round of 200 publishes and a drain: %v allocations, want 200", allocs)
 	}
 }
 

@@ -232,7 +232,7 @@ func (s *Subscriber) push(m *Message) (pushResult, int) {
 			s.dropQueue()
 			return pushCut, lost
 		}
-		s.takeOldest() // DropOldest
+		release(s.takeOldest()) // DropOldest
 		lost++
 		overLimit = false
 	}
@@ -290,7 +290,8 @@ func (s *Subscriber) append(m *Message) {
 }
 
 // takeOldest removes the oldest queued message from the queue and
-// returns it; s.mu is held, s.n > 0.
+// returns it; s.mu is held, s.n > 0. The caller releases it once done
+// with it (encoding.go).
 func (s *Subscriber) takeOldest() *Message {
 	r := &s.ring[s.head]
 	m := r.first
