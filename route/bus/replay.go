@@ -74,13 +74,45 @@ func (s *Subscriber) stopReplay(filter string) {
 // peer; Batch.More says something is left, which the owner must drain
 // later (no notify comes for it). It never blocks on publishers.
 func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
 	scanLimit := replayScan
 	if maxBytes <= 0 {
 		maxBytes, scanLimit = math.MaxInt, math.MaxInt
 	}
 	s.mu.Lock()
+	if len(s.replays) == 0 {
+		// The queue alone, under its lock: no replay cursor to keep from
+		// another Drain (drainMu). What is left is known already: a
+		// message queued or a replay begun from here on finds nothing
+		// pending and wakes the owner.
+		var lost uint64
+		dst, _, lost = s.takeQueued(dst, maxBytes)
+		more := s.n > 0
+		s.mu.Unlock()
+		return Batch{Msgs: dst, Dropped: lost, More: more}
+	}
+	s.mu.Unlock()
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	s.mu.Lock()
+	dst, used, lost := s.takeQueued(dst, maxBytes)
+	more := s.n > 0 || len(s.replays) > 0
+	replaying := len(s.replays) > 0 && used < maxBytes
+	s.mu.Unlock()
+	if replaying {
+		queued := len(dst)
+		dst = s.replayInto(dst, used, maxBytes, scanLimit)
+		s.bus.delivered.Add(uint64(len(dst) - queued))
+		s.mu.Lock()
+		more = s.n > 0 || len(s.replays) > 0
+		s.mu.Unlock()
+	}
+	return Batch{Msgs: dst, Dropped: lost, More: more}
+}
+
+// takeQueued appends queued messages to dst, oldest first, until they
+// count maxBytes (at least one, if any is queued), and returns what they
+// count and the messages lost since the last Drain; s.mu is held.
+func (s *Subscriber) takeQueued(dst []Message, maxBytes int) ([]Message, int, uint64) {
 	used := 0
 	for s.n > 0 && used < maxBytes {
 		size := s.ring[s.head].first.size()
@@ -97,21 +129,7 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 	}
 	lost := s.lost
 	s.lost = 0
-	// Without a replay to continue, what is left is known already: a
-	// message queued or a replay begun from here on finds nothing pending
-	// and wakes the owner, so the lock need not be taken again.
-	more := s.n > 0 || len(s.replays) > 0
-	replaying := len(s.replays) > 0 && used < maxBytes
-	s.mu.Unlock()
-	if replaying {
-		queued := len(dst)
-		dst = s.replayInto(dst, used, maxBytes, scanLimit)
-		s.bus.delivered.Add(uint64(len(dst) - queued))
-		s.mu.Lock()
-		more = s.n > 0 || len(s.replays) > 0
-		s.mu.Unlock()
-	}
-	return Batch{Msgs: dst, Dropped: lost, More: more}
+	return dst, used, lost
 }
 
 // replayInto continues the replays, oldest first, within the budgets.

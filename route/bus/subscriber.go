@@ -20,7 +20,7 @@ type Subscriber struct {
 	filters []string // guarded by bus.trieMu
 
 	mu      sync.Mutex
-	drainMu sync.Mutex // one Drain at a time: it owns the replay cursors
+	drainMu sync.Mutex // held by a Drain that continues replays: it owns their cursors
 
 	// Guarded by mu.
 	ring    []run     // nil until the first delivery; its messages are shared with the other subscribers
