@@ -5,8 +5,9 @@
 //
 // Topics and filters follow MQTT: levels separated by "/", "+" matches one
 // level, a final "#" matches the rest, and "$" topics escape top-level
-// wildcards. Subscriptions live in a trie under a read-write lock, so a
-// Publish takes only a read lock to find its subscribers; the LVC is
+// wildcards. Subscriptions live under a read-write lock, filters without
+// wildcards by the topic they match and the others in a trie (filter.go),
+// so a Publish takes only a read lock to find its subscribers; the LVC is
 // sharded by topic hash so publishers on different topics rarely meet on
 // one lock (cache.go).
 //
@@ -183,7 +184,7 @@ type Bus struct {
 	seed maphash.Seed
 
 	trieMu sync.RWMutex
-	root   node // guarded by trieMu, as are Subscriber.filters and .detached
+	root   subscriptions // guarded by trieMu, as are Subscriber.filters and .detached
 
 	shards [shardCount]shard
 

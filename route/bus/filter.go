@@ -157,6 +157,54 @@ func hasWildcard(filter string) bool {
 	return strings.ContainsAny(filter, "+#")
 }
 
+// subscriptions are the filters subscribed, guarded by Bus.trieMu. A
+// filter without wildcards (most are: a device's own topics, an echo's)
+// matches one topic, so it is kept by that topic in one map, and only
+// filters with wildcards go in the trie: a publish looks its topic up
+// once and walks the trie along wildcard branches only, not a map lookup
+// per level of its topic (three for "echo/64/0"). Each filter is kept in
+// one place, so a subscriber with one filter is still collected at most
+// once per publish.
+type subscriptions struct {
+	exact map[string][]*Subscriber // by filter, which is the topic it matches
+	wild  node
+}
+
+func (t *subscriptions) empty() bool { return len(t.exact) == 0 && t.wild.empty() }
+
+// insert adds s to a valid filter.
+func (t *subscriptions) insert(filter string, s *Subscriber) {
+	if hasWildcard(filter) {
+		t.wild.insert(filter, s)
+		return
+	}
+	if t.exact == nil {
+		t.exact = make(map[string][]*Subscriber)
+	}
+	t.exact[filter] = append(t.exact[filter], s)
+}
+
+// remove takes s off a valid filter.
+func (t *subscriptions) remove(filter string, s *Subscriber) {
+	if hasWildcard(filter) {
+		t.wild.remove(filter, s)
+		return
+	}
+	if subs := removeSub(t.exact[filter], s); len(subs) > 0 {
+		t.exact[filter] = subs
+	} else {
+		delete(t.exact, filter)
+	}
+}
+
+// collect adds every subscriber whose filter matches a valid topic.
+func (t *subscriptions) collect(topic string, c *collector) {
+	c.add(t.exact[topic])
+	if !t.wild.empty() {
+		t.wild.collect(topic, c)
+	}
+}
+
 // node is one level of the subscription trie. Exact levels hang off
 // children; "+" and "#" have their own edges so matching a topic walks at
 // most three branches per level.

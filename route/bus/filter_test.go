@@ -172,10 +172,10 @@ func refMatch(filter, topic string) bool {
 	return len(fl) == len(tl)
 }
 
-// trieMatch reports whether a trie holding only filter matches topic, and
-// checks that removing the filter leaves the trie empty.
+// trieMatch reports whether subscriptions holding only filter match
+// topic, and checks that removing the filter leaves them empty.
 func trieMatch(filter, topic string) bool {
-	var root node
+	var root subscriptions
 	s := &Subscriber{id: 1, filters: []string{filter}}
 	root.insert(filter, s)
 	var c collector
