@@ -28,7 +28,7 @@ var benchSlow = loadBenchSlow()
 
 // benchSlowFor reports whether c's Data calls are slowed.
 func benchSlowFor(c *conn) bool {
-	return c.proto == benchSlow.proto && (!benchSlow.from.IsValid() || benchSlow.from.Contains(c.peer.Addr()))
+	return c.proto == benchSlow.proto && (!benchSlow.from.IsValid() || benchSlow.from.Contains(c.Peer().Addr()))
 }
 
 func loadBenchSlow() (s struct {

@@ -13,28 +13,34 @@ import (
 )
 
 // conn is a worker-owned connection: the protocols.Conn that sessions see.
-// It is small on purpose (96 bytes, a test holds it there): an idle
-// connection holds no buffers, and ticks are 32-bit worker ticks compared
-// by difference, so they wrap safely (2^31 ticks of 100 ms is 6.8 years,
-// far past any timeout).
+// It is small on purpose (80 bytes, a size class of the allocator; a test
+// holds it there): an idle connection holds no buffers; the peer is kept
+// as 16 address bytes and a port (a netip.AddrPort is 32 bytes, and accept
+// gives no zone to keep); ticks are 32-bit worker ticks compared by
+// difference, so they wrap safely (2^31 ticks of 100 ms is 6.8 years, far
+// past any timeout), and a session timer's due tick of 0 means none.
 type conn struct {
 	w          *worker
 	sess       protocols.Session
-	peer       netip.AddrPort
-	io         *connIO // buffers while input or output waits; nil while idle
-	lastActive uint32  // worker tick of the last input
-	idleTicks  uint32  // idle timeout in ticks; 0 = none
-	timerDue   uint32  // worker tick of the session timer, when timerSet
+	io         *connIO  // buffers while input or output waits; nil while idle
+	peerIP     [16]byte // IPv4 mapped into IPv6, as accept gave it unmapped
+	peerPort   uint16
+	proto      sniff.Proto
+	reason     uint8  // index into reasonNames
+	lastActive uint32 // worker tick of the last input
+	idleTicks  uint32 // idle timeout in ticks; 0 = none
+	timerDue   uint32 // worker tick of the session timer; 0 = none set
 	fd         int32
 	gen        uint32
 	notified   atomic.Uint32
-	proto      sniff.Proto
-	reason     uint8 // index into reasonNames
 	closed     bool
 	probing    bool // a silent peer we are probing; answered() ends it
 	lingering  bool // closed for the session, flushing to the peer while the gateway drains
 	recorded   bool // already in the quarantine book
-	timerSet   bool
+}
+
+func newConn(w *worker, fd int, gen uint32, peer netip.AddrPort, proto sniff.Proto, reason uint8) *conn {
+	return &conn{w: w, fd: int32(fd), gen: gen, peerIP: peer.Addr().As16(), peerPort: peer.Port(), proto: proto, reason: reason}
 }
 
 // connIO is what a busy connection buffers: [ioIn] the input the session
@@ -50,13 +56,19 @@ var _ protocols.Conn = (*conn)(nil)
 
 func (c *conn) id() uint64               { return uint64(c.fd)<<32 | uint64(c.gen) }
 func (c *conn) ID() uint64               { return c.id() }
-func (c *conn) Peer() netip.AddrPort     { return c.peer }
 func (c *conn) Reason() protocols.Reason { return reasonNames[c.reason] }
 func (c *conn) Buffered() int            { return len(c.output()) }
 func (c *conn) Notify()                  { c.w.notify(c) }
 func (c *conn) CountDropped(n int)       { c.w.g.reg.CountDropped(int(c.fd), c.gen, n) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
 func (c *conn) slotWantsWrite(want bool) { c.w.g.reg.SetWantsWrite(int(c.fd), c.gen, want) }
+
+func (c *conn) Peer() netip.AddrPort {
+	if c.peerIP == ([16]byte{}) && c.peerPort == 0 {
+		return netip.AddrPort{} // none was given (a test's conn)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(c.peerIP).Unmap(), c.peerPort)
+}
 
 // live reports whether the worker still does I/O on c: open, or closed
 // for its session but lingering.
@@ -266,11 +278,14 @@ func (c *conn) SetTimer(d time.Duration) {
 		return
 	}
 	due := c.w.ticks + uint64(ticks(d))
-	if c.timerSet && c.timerDue == uint32(due) {
+	if uint32(due) == 0 {
+		due++ // 0 is "none": once in 2^32 ticks, a timer one tick late
+	}
+	if c.timerDue == uint32(due) {
 		return
 	}
 	c.cancelTimer()
-	c.timerDue, c.timerSet = uint32(due), true
+	c.timerDue = uint32(due)
 	c.w.wheel.add(c.id(), due, timerSession)
 }
 
@@ -278,11 +293,11 @@ func (c *conn) SetTimer(d time.Duration) {
 // The entry's full due tick is rebuilt from its low 32 bits: it lies
 // within a wheel turn after the worker's tick.
 func (c *conn) cancelTimer() {
-	if !c.timerSet {
+	if c.timerDue == 0 {
 		return
 	}
-	c.timerSet = false
 	now := c.w.ticks
 	due := now + uint64(c.timerDue-uint32(now))
+	c.timerDue = 0
 	c.w.wheel.remove(c.id(), due, timerSession)
 }

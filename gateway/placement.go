@@ -9,7 +9,7 @@ import (
 // dispatcher: its profile, and the weight the dispatcher counts for it.
 //
 // It lives in the worker's places map, not in the conn: every idle
-// connection carries a conn, which stays in its 96-byte size class, while
+// connection carries a conn, which stays in its 80-byte size class, while
 // a placement (about 64 bytes) is made only for a connection that came
 // with a history or has spoken placeAfter events. One map lookup per event
 // is tens of nanoseconds against the microseconds of the read it follows.
@@ -91,7 +91,7 @@ func (w *worker) unplace(c *conn) {
 	weight, placedAs := uint32(1), p.pattern
 	if pl := w.places[c.fd]; pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
-		p.history.Record(c.peer.Addr(), pl.prof.Pattern(), pl.prof.Weight())
+		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
 		delete(w.places, c.fd)
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)

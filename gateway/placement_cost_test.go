@@ -25,7 +25,7 @@ func slowFrom(t *testing.T, addrs ...string) {
 		heavy[netip.MustParseAddr(a)] = true
 	}
 	testHookData = func(c *conn) {
-		if heavy[c.peer.Addr()] {
+		if heavy[c.Peer().Addr()] {
 			time.Sleep(heavyCost)
 		}
 	}

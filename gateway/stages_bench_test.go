@@ -126,7 +126,7 @@ func BenchmarkStageRoute(b *testing.B) {
 	b.Run("pick+release", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w, _ := p.pick(sniff.Private, c.peer.Addr())
+			w, _ := p.pick(sniff.Private, c.Peer().Addr())
 			if w < 0 {
 				b.Fatal("no worker")
 			}
@@ -146,7 +146,7 @@ func BenchmarkStageRoute(b *testing.B) {
 // routeStageConn is a connection as the route stage sees it: a peer and a
 // protocol, and a profile that learns.
 func routeStageConn() *conn {
-	return &conn{proto: sniff.Private, peer: netip.MustParseAddrPort("192.0.2.7:40000")}
+	return newConn(nil, 0, 0, netip.MustParseAddrPort("192.0.2.7:40000"), sniff.Private, 0)
 }
 
 // stageBatch is how many events the enqueue benchmark's stand-in loop
@@ -420,7 +420,7 @@ func TestStagesDoNotAllocate(t *testing.T) {
 		{"sniff/modbus", func() { sniff.Detect(stageSniffInputs[0].bytes) }},
 		{"sniff/http", func() { sniff.Detect(stageSniffInputs[1].bytes) }},
 		{"sniff/private", func() { sniff.Detect(stageSniffInputs[2].bytes) }},
-		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.peer.Addr()); p.workers[w].unplace(c) }},
+		{"pick+release", func() { w, _ := p.pick(sniff.Private, c.Peer().Addr()); p.workers[w].unplace(c) }},
 		{"observe", func() { now++; p.workers[0].learn(c, s, now) }},
 		{"enqueue", func() { bed.enqueue(stageBatch); bed.awaitTaken() }},
 	}

@@ -289,7 +289,7 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 	if int(reason) >= len(reasonNames) {
 		reason = 0
 	}
-	c := &conn{w: w, fd: int32(fd), gen: gen, peer: s.Peer(), proto: sniff.Proto(s.Proto()), reason: reason}
+	c := newConn(w, fd, gen, s.Peer(), sniff.Proto(s.Proto()), reason)
 	w.seed(c, bits)
 	w.conns[fd] = c
 	h := w.pool.handlerFor(c.proto)
@@ -430,7 +430,7 @@ func (w *worker) feed(c *conn, b []byte) {
 		return
 	}
 	if len(data) > w.g.rt.Load().limits.MaxInput {
-		w.g.book.Record(c.peer, protocols.ReasonOversize, data)
+		w.g.book.Record(c.Peer(), protocols.ReasonOversize, data)
 		c.Close(fmt.Errorf("%w: %d unconsumed input bytes", errInputLimit, len(data)))
 		return
 	}
@@ -495,15 +495,15 @@ func (w *worker) safe(c *conn, input []byte, call func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.g.metrics.panics.Inc()
-			w.g.book.Record(c.peer, protocols.ReasonPanic, input)
-			w.g.log.Error("handler panic", "peer", c.peer.String(), "proto", c.proto.String(), "panic", fmt.Sprint(r))
+			w.g.book.Record(c.Peer(), protocols.ReasonPanic, input)
+			w.g.log.Error("handler panic", "peer", c.Peer().String(), "proto", c.proto.String(), "panic", fmt.Sprint(r))
 			c.recorded = true
 			err = fmt.Errorf("%w: %v", errPanic, r)
 		}
 	}()
 	err = call()
 	if err != nil && errors.Is(err, protocols.ErrMalformed) && !c.recorded {
-		w.g.book.Record(c.peer, protocols.ReasonMalformed, input)
+		w.g.book.Record(c.Peer(), protocols.ReasonMalformed, input)
 		c.recorded = true
 	}
 	return err
@@ -580,7 +580,7 @@ func (w *worker) tick(now uint64) {
 			return
 		}
 		if c.probing {
-			w.g.book.Record(c.peer, protocols.ReasonTimeout, nil)
+			w.g.book.Record(c.Peer(), protocols.ReasonTimeout, nil)
 			c.recorded = true
 		}
 		c.Close(protocols.ErrIdle)
@@ -590,10 +590,10 @@ func (w *worker) tick(now uint64) {
 // sessionTimer runs a session's Timer unless SetTimer replaced or
 // cancelled this one.
 func (w *worker) sessionTimer(c *conn, due uint32) {
-	if !c.timerSet || c.timerDue != due {
+	if c.timerDue == 0 || c.timerDue != due {
 		return
 	}
-	c.timerSet = false
+	c.timerDue = 0
 	if ts, ok := c.sess.(protocols.Timed); ok {
 		if err := w.safe(c, nil, ts.Timer); err != nil {
 			c.Close(err)
