@@ -184,7 +184,7 @@ func (g *Gateway) eachWorker(fn func(*worker)) {
 func (g *Gateway) release() {
 	g.wg.Wait()
 	swept := 0
-	for fd := range g.reg.Size() {
+	for fd := range g.reg.Used() {
 		s := g.reg.Slot(fd)
 		if s.State() != registry.Free && g.closeConn(fd, s.Gen()) {
 			swept++

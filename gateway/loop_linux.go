@@ -471,7 +471,7 @@ func (l *loop) closeEpoll() {
 
 // closeSniffing closes the connections this loop is still classifying.
 func (l *loop) closeSniffing() {
-	for fd := 0; fd < l.g.reg.Size(); fd++ {
+	for fd := range l.g.reg.Used() {
 		s := l.g.reg.Slot(fd)
 		if s.State() == registry.Sniffing && s.Loop() == l.idx {
 			l.closeUnclassified(fd, s.Gen())

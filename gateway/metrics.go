@@ -144,7 +144,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g := c.g
 	var counts [8][8]int // proto x state
-	for fd := 0; fd < g.reg.Size(); fd++ {
+	for fd := range g.reg.Used() {
 		s := g.reg.Slot(fd)
 		st := s.State()
 		if st == registry.Free || int(st) >= len(counts[0]) {

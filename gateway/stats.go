@@ -82,7 +82,7 @@ func (g *Gateway) Snapshot() Stats {
 		StageSample: g.cfg.Admin.StageSample,
 		Forwarding:  g.fwd.active.Load(),
 	}
-	for fd := 0; fd < g.reg.Size(); fd++ {
+	for fd := range g.reg.Used() {
 		s := g.reg.Slot(fd)
 		state := s.State()
 		if state == registry.Free {

@@ -151,6 +151,7 @@ func (s *Slot) Peer() netip.AddrPort {
 // the kernel guarantees: an fd number is not handed out twice while open.
 type Registry struct {
 	slots []Slot
+	used  atomic.Int32 // one past the highest fd ever opened
 	open  atomic.Int64
 	stale atomic.Uint64
 }
@@ -170,6 +171,14 @@ func New(size int) *Registry {
 
 // Size is the number of slots.
 func (r *Registry) Size() int { return len(r.slots) }
+
+// Used is one past the highest fd ever opened: no slot at or beyond it
+// has been opened. Scans of the table (stats, metrics, shutdown) stop
+// there. The kernel hands out the lowest free fd, so the connections' fds
+// are dense from the bottom; a scan of the whole table once a second
+// touched every page of it (1.3 MB at 20,000 slots) before any device
+// connected. It never goes down: the pages below it were touched anyway.
+func (r *Registry) Used() int { return int(r.used.Load()) }
 
 // Slot returns the slot of fd for reading, or nil when fd is out of range.
 func (r *Registry) Slot(fd int) *Slot {
@@ -209,6 +218,11 @@ func (r *Registry) Open(fd int, peer netip.AddrPort, loop int, now uint32) (uint
 	s.addrHi.Store(binary.BigEndian.Uint64(b[:8]))
 	s.addrLo.Store(binary.BigEndian.Uint64(b[8:]))
 	s.meta.Store(packMeta(0, uint8(loop), 0, peer.Port(), flags))
+	for u := r.used.Load(); int32(fd) >= u; u = r.used.Load() {
+		if r.used.CompareAndSwap(u, int32(fd)+1) {
+			break
+		}
+	}
 	r.open.Add(1)
 	return s.gen.Add(1), nil
 }
@@ -385,7 +399,7 @@ type View struct {
 // a slot that changes meanwhile may show a mix of old and new values; it is
 // a debugging view.
 func (r *Registry) Snapshot(dst []View, max int) []View {
-	for fd := range r.slots {
+	for fd := range r.Used() {
 		if len(dst) >= max {
 			break
 		}

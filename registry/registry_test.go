@@ -272,3 +272,40 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Lookup allocates %v times", n)
 	}
 }
+
+// Used is one past the highest fd ever opened, whatever closed since, and
+// a Snapshot (which scans to it) still sees every open slot.
+func TestUsedIsTheHighWater(t *testing.T) {
+	r := New(1000)
+	if r.Used() != 0 {
+		t.Fatalf("empty registry used %d", r.Used())
+	}
+	peer := netip.MustParseAddrPort("127.0.0.1:1")
+	gens := map[int]uint32{}
+	for _, fd := range []int{5, 2, 700} {
+		gen, err := r.Open(fd, peer, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens[fd] = gen
+	}
+	if r.Used() != 701 {
+		t.Fatalf("used %d after fds 5, 2, 700; want 701", r.Used())
+	}
+	if _, ok := r.BeginClose(700, gens[700]); !ok || !r.EndClose(700, gens[700]) {
+		t.Fatal("close of fd 700")
+	}
+	if r.Used() != 701 {
+		t.Fatalf("used %d after closing fd 700; want 701 (it never goes down)", r.Used())
+	}
+	if _, err := r.Open(999, peer, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	var fds []int
+	for _, v := range r.Snapshot(nil, 10) {
+		fds = append(fds, v.FD)
+	}
+	if len(fds) != 3 || fds[0] != 2 || fds[1] != 5 || fds[2] != 999 {
+		t.Fatalf("snapshot saw fds %v, want [2 5 999]", fds)
+	}
+}
