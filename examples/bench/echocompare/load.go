@@ -131,11 +131,12 @@ func runLoad(c loadConfig) (result, error) {
 		return runConnect(c)
 	}
 	r := result{Server: c.server, Pin: c.pin, Mode: c.mode, Conns: c.conns, Active: c.active, Size: c.size}
-	// The server may still be starting: edgemux's RSS grows 1.3-1.5 MB
-	// about a second after its port opens, with no client (its first
-	// stats publish, the collector's first cycle). Read at once, that
-	// growth landed in the idle figure: 1.2-1.5 KB per connection at
-	// 1,000 connections, 70 at 19,000. Every server gets the same wait.
+	// The server may still be starting: edgemux's RSS grew 1.3-1.5 MB
+	// about a second after its port opened, with no client (its first
+	// stats snapshot scanned the whole fd-indexed registry; it stops at
+	// the highest fd in use now). Read at once, such growth lands in the
+	// idle figure: 1.2-1.5 KB per connection at 1,000 connections, 70 at
+	// 19,000. Every server gets the same wait.
 	time.Sleep(c.settle)
 	rss0 := procRSS(c.pid)
 	clients, failed := dialAll(c)
