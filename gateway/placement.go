@@ -8,11 +8,13 @@ import (
 // placement is what a worker learns of one of its connections for the
 // dispatcher: its profile, and the weight the dispatcher counts for it.
 //
-// It lives in the worker's places map, not in the conn: every idle
-// connection carries a conn, which stays in its 80-byte size class, while
-// a placement (about 64 bytes) is made only for a connection that came
-// with a history or has spoken placeAfter events. One map lookup per event
-// is tens of nanoseconds against the microseconds of the read it follows.
+// It lives in the worker's places table (fd-indexed, as its conns), not
+// in the conn: every idle connection carries a conn, which stays in its
+// 80-byte size class, while a placement (about 64 bytes) is made only for
+// a connection that came with a history or has spoken placeAfter events.
+// The table costs 8 bytes of address space per fd and per worker, touched
+// only where a connection was placed; it was a map, whose lookup per event
+// took 2.7 % of the user-space cycles of the 1k/1k 1 KiB echo.
 type placement struct {
 	prof     route.Profile
 	weight   uint32        // what the dispatcher counts for the connection now
@@ -34,7 +36,7 @@ func (w *worker) seed(c *conn, bits uint32) {
 	}
 	// A placement left by an fd's earlier connection (one that ended
 	// without release, as at a worker's stop) must not be counted again.
-	delete(w.places, c.fd)
+	w.places[c.fd] = nil
 	pat, weight := seedOf(bits)
 	if pat == w.pool.pattern && weight <= 1 {
 		return // no history: placed as the pool's hint, as is the default
@@ -92,7 +94,7 @@ func (w *worker) unplace(c *conn) {
 	if pl := w.places[c.fd]; pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
 		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
-		delete(w.places, c.fd)
+		w.places[c.fd] = nil
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)
 }

@@ -63,9 +63,9 @@ type worker struct {
 	served atomic.Uint64
 
 	// Placement (placement.go): what the worker learns for the dispatcher.
-	busyNs atomic.Uint64        // wall time in poll turns that found work, measured per turn
-	costNs uint32               // smoothed sampled handler time per event, all its connections
-	places map[int32]*placement // by fd: what placement learns of a connection
+	busyNs atomic.Uint64 // wall time in poll turns that found work, measured per turn
+	costNs uint32        // smoothed sampled handler time per event, all its connections
+	places []*placement  // by fd, as conns: what placement learns of a connection
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -86,11 +86,11 @@ const (
 func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w := &worker{
 		g: g, pool: p, idx: idx, local: local,
-		conns: make([]*conn, g.reg.Size()),
-		wheel: newWheel(idleWheelBuckets, 0),
-		done:  make(chan struct{}),
+		conns:  make([]*conn, g.reg.Size()),
+		places: make([]*placement, g.reg.Size()),
+		wheel:  newWheel(idleWheelBuckets, 0),
+		done:   make(chan struct{}),
 	}
-	w.places = make(map[int32]*placement)
 	w.readyFn = w.ready
 	w.st = newStageClock(g)
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
