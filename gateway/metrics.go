@@ -143,17 +143,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g := c.g
-	var counts [8][8]int // proto x state
-	for fd := range g.reg.Used() {
-		s := g.reg.Slot(fd)
-		st := s.State()
-		if st == registry.Free || int(st) >= len(counts[0]) {
-			continue
-		}
-		if p := s.Proto(); int(p) < len(counts) {
-			counts[p][st]++
-		}
-	}
+	counts := g.countConns()
 	// Every protocol and state, zeros too (metrics_zero.go).
 	for _, p := range allProtos() {
 		for st := registry.Sniffing; st <= registry.Closing; st++ {

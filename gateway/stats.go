@@ -66,6 +66,23 @@ type WorkerStats struct {
 	Events uint64 `json:"events"`
 }
 
+// connCounts are the open connections by protocol and state: [sniff.Proto]
+// [registry.State], both of which have fewer than 8 values.
+type connCounts [8][8]int
+
+// countConns scans the registry up to its high-water fd; the stats
+// snapshot and the connections gauge both count from it.
+func (g *Gateway) countConns() (n connCounts) {
+	for fd := range g.reg.Used() {
+		s := g.reg.Slot(fd)
+		st, p := s.State(), s.Proto()
+		if st != registry.Free && int(st) < len(n[0]) && int(p) < len(n) {
+			n[p][st]++
+		}
+	}
+	return n
+}
+
 // Snapshot reads the gateway's state. It scans the registry, so it is for
 // once-a-second callers, not hot paths.
 func (g *Gateway) Snapshot() Stats {
@@ -82,17 +99,17 @@ func (g *Gateway) Snapshot() Stats {
 		StageSample: g.cfg.Admin.StageSample,
 		Forwarding:  g.fwd.active.Load(),
 	}
-	for fd := range g.reg.Used() {
-		s := g.reg.Slot(fd)
-		state := s.State()
-		if state == registry.Free {
-			continue
+	for p, row := range g.countConns() {
+		for state, n := range row {
+			if n == 0 {
+				continue
+			}
+			name := sniff.Proto(p).String()
+			if st.Connections[name] == nil {
+				st.Connections[name] = map[string]int{}
+			}
+			st.Connections[name][registry.State(state).String()] = n
 		}
-		p := sniff.Proto(s.Proto()).String()
-		if st.Connections[p] == nil {
-			st.Connections[p] = map[string]int{}
-		}
-		st.Connections[p][state.String()]++
 	}
 	book := g.book.Stats()
 	st.Quarantine = QuarantineStats{Reasons: map[string]uint64{}, BansActive: book.BansActive, Refused: book.Refused}
