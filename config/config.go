@@ -62,7 +62,7 @@ type Dispatch struct {
 	Policy   string `yaml:"policy"`    // inline | roundrobin | entropy | leastconns
 	Window   int    `yaml:"window"`    // events per entropy window
 	RingSize int    `yaml:"ring_size"` // events per SPSC ring, a power of two
-	Spin     int    `yaml:"spin"`      // polls before a worker parks
+	Spin     int    `yaml:"spin"`      // polls before a worker parks (at most one with GOMAXPROCS 1)
 	History  int    `yaml:"history"`   // source addresses whose class is remembered; 0 = none
 }
 

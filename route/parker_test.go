@@ -46,6 +46,29 @@ func TestNormalizeSpin(t *testing.T) {
 	}
 }
 
+// TestParkSpinsOnceOnOneP counts the polls of a Park that finds no work
+// and times out: the spin's polls plus the re-check after publishing
+// "parked". With one P the spin is cut to one poll; with two it runs whole.
+// GOMAXPROCS is read when the Parker is made and after every sleep.
+func TestParkSpinsOnceOnOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	polls := 0
+	ready := func() bool { polls++; return false }
+	for _, tt := range []struct{ procs, want int }{{1, 1 + 1}, {2, DefaultSpin + 1}, {1, 1 + 1}} {
+		runtime.GOMAXPROCS(tt.procs)
+		p := newTestParker(t, 0, DefaultSpin)
+		for range 2 { // the second Park sees what the first read after its sleep
+			polls = 0
+			if p.Park(ready, time.Millisecond) {
+				t.Fatalf("GOMAXPROCS %d: Park with no work and no Unpark reported a wake", tt.procs)
+			}
+			if polls != tt.want {
+				t.Errorf("GOMAXPROCS %d: ready polled %d times, want %d", tt.procs, polls, tt.want)
+			}
+		}
+	}
+}
+
 func TestParkReadyReturnsAtOnce(t *testing.T) {
 	for k, kind := range sleeperKinds {
 		t.Run(kind.name, func(t *testing.T) {
