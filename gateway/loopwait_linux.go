@@ -35,6 +35,7 @@ type epollPark struct {
 	n      int   // what the last try returned
 	err    error // and its error
 	tryFn  func(uintptr) bool
+	due    time.Time // the read deadline set last (zero: none, or it passed)
 }
 
 // newEpollPark registers epfd with the runtime's poller. The epoll fd is
@@ -50,7 +51,7 @@ func newEpollPark(epfd int, events []unix.EpollEvent) (*epollPark, error) {
 		return nil, err
 	}
 	p := &epollPark{f: f, rc: rc, events: events}
-	p.tryFn = p.try
+	p.tryFn = p.parkTry
 	return p, nil
 }
 
@@ -74,25 +75,28 @@ func (p *epollPark) try(fd uintptr) bool {
 }
 
 // wait returns the events ready now, or parks the goroutine until some
-// are or timeoutMs passes (0 events, nil error). The first try never
-// parks, so a busy loop costs one epoll_wait per turn as before; a
-// deadline is armed only when the loop is about to park, and a wait of
-// 0 ms (the loop has work of its own queued) never parks.
+// are or timeoutMs passes (0 events, nil error). A wait of 0 ms (the loop
+// has work of its own queued) is one try and never parks.
+//
+// Every other wait goes through rc.Read, whose first try is the busy
+// loop's one epoll_wait per turn. Before, wait tried once itself and
+// called rc.Read only when that found nothing, and rc.Read tries again
+// before it parks (it must: it first clears the readiness the runtime's
+// poller may have noted for an event raised after an earlier try, so a
+// park without a try after that clear could sleep through the event;
+// TestEpollParkLosesNoWake). So every park cost two empty epoll_waits and
+// a SetReadDeadline, besides the runtime's own epoll_wait and the try
+// that finds the events; now it costs one, and the deadline is re-armed
+// only when it is due too late or too soon (arm).
 func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
-	if p.try(uintptr(fd)) || timeoutMs <= 0 {
+	if timeoutMs <= 0 {
+		p.try(uintptr(fd))
 		return p.n, p.err
 	}
-	p.f.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))
-	// rc.Read tries again before it parks, and that try is needed: it
-	// first clears the readiness the runtime's poller may have noted
-	// already (for an event raised after the try above), so a park
-	// without a try after that clear could sleep through an event
-	// (TestEpollParkLosesNoWake).
-	if testHookPark != nil {
-		testHookPark()
-	}
+	p.arm(time.Duration(timeoutMs) * time.Millisecond)
 	err := p.rc.Read(p.tryFn)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.due = time.Time{}
 		return 0, nil
 	}
 	if err != nil {
@@ -101,8 +105,34 @@ func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
 	return p.n, p.err
 }
 
-// testHookPark runs between wait's try that found nothing and the park;
-// tests raise events in that window with it.
+// parkTry is rc.Read's try; testHookPark runs when it found nothing, so
+// just before the park.
+func (p *epollPark) parkTry(fd uintptr) bool {
+	if p.try(fd) {
+		return true
+	}
+	if testHookPark != nil {
+		testHookPark()
+	}
+	return false
+}
+
+// arm keeps the read deadline between half the timeout and the whole
+// timeout from now. A busy loop passes here every turn, and setting a
+// deadline takes the runtime's timer locks: with this it does so about
+// once per half timeout. A deadline due a little early only wakes the
+// loop for a turn that finds nothing to do.
+func (p *epollPark) arm(timeout time.Duration) {
+	now := time.Now()
+	due := now.Add(timeout)
+	if p.due.After(due) || p.due.Before(now.Add(timeout/2)) {
+		p.f.SetReadDeadline(due)
+		p.due = due
+	}
+}
+
+// testHookPark runs when a wait's try found nothing, just before the
+// park; tests raise events in that window with it.
 var testHookPark func()
 
 // close closes the epoll fd through the runtime, which deregisters it.
