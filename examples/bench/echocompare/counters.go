@@ -5,7 +5,10 @@ package main
 // every server, so what a server's own code costs shows there), the
 // context switches of all its threads (/proc/PID/task/*/status), and,
 // with -syscalls, its system calls as perf stat counts them (the
-// raw_syscalls:sys_enter tracepoint, every thread of the process). Per
+// raw_syscalls:sys_enter tracepoint, every thread of the process), and
+// of those the epoll waits (epoll_wait and epoll_pwait: a server that
+// waits once per batch of events makes well under one per request, one
+// that goes idle between requests one or more, each costing a wake). Per
 // request, they say where a server's CPU goes: a server that makes more
 // system calls or is switched out more often per request pays for it in
 // the kernel, whatever its user-space code costs.
@@ -46,7 +49,7 @@ func openWindow(pid int, syscalls bool) *serverWindow {
 		return w
 	}
 	f.Close()
-	cmd := exec.Command("perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(pid), "-o", f.Name())
+	cmd := exec.Command("perf", "stat", "-x,", "-e", perfEvents, "-p", strconv.Itoa(pid), "-o", f.Name())
 	if cmd.Start() == nil {
 		w.perf, w.perfOut = cmd, f.Name()
 	} else {
@@ -60,7 +63,7 @@ func openWindow(pid int, syscalls bool) *serverWindow {
 func (w *serverWindow) close(r *result, n int64) {
 	cpu1, user1 := procCPU(w.pid)
 	sw1, t1 := procSwitches(w.pid), time.Now()
-	syscalls := w.stopPerf()
+	syscalls, epollWaits := w.stopPerf()
 	r.Requests = n
 	r.RPS = float64(n) / t1.Sub(w.t0).Seconds()
 	if n <= 0 {
@@ -76,32 +79,50 @@ func (w *serverWindow) close(r *result, n int64) {
 	if syscalls > 0 {
 		r.Syscalls = float64(syscalls) / float64(n)
 	}
+	if epollWaits >= 0 {
+		r.EpollWaits = float64(epollWaits) / float64(n)
+	}
 }
 
+// perfEvents are the tracepoints perf stat counts: every system call, and
+// the two epoll waits (Go's runtime and x/sys/unix use either, by
+// architecture and version).
+const perfEvents = "raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait"
+
 // stopPerf ends perf stat (SIGINT makes it print its counts) and returns
-// the system calls it counted, or -1.
-func (w *serverWindow) stopPerf() int64 {
+// the system calls and the epoll waits it counted, -1 for what it did
+// not count.
+func (w *serverWindow) stopPerf() (syscalls, epollWaits int64) {
+	syscalls, epollWaits = -1, -1
 	if w.perf == nil {
-		return -1
+		return
 	}
 	defer os.Remove(w.perfOut)
 	w.perf.Process.Signal(syscall.SIGINT)
 	if err := w.perf.Wait(); err != nil && w.perf.ProcessState == nil {
-		return -1
+		return
 	}
 	b, err := os.ReadFile(w.perfOut)
 	if err != nil {
-		return -1
+		return
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Split(line, ",")
-		if len(f) > 2 && f[2] == "raw_syscalls:sys_enter" {
-			if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-				return v
-			}
+		if len(f) < 3 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[2] {
+		case "raw_syscalls:sys_enter":
+			syscalls = v
+		case "syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait":
+			epollWaits = max(epollWaits, 0) + v
 		}
 	}
-	return -1
+	return
 }
 
 // procSwitches sums the voluntary and involuntary context switches of

@@ -54,9 +54,10 @@ type result struct {
 	Requests   int64   `json:"requests"`
 	RPS        float64 `json:"rps"`
 	CPUus      float64 `json:"cpu_us_per_req"`
-	UserUs     float64 `json:"user_us_per_req,omitempty"`  // the user-space part of CPUus (0: not read)
-	Syscalls   float64 `json:"syscalls_per_req,omitempty"` // 0: not counted
-	Switches   float64 `json:"switches_per_req,omitempty"` // context switches, every thread
+	UserUs     float64 `json:"user_us_per_req,omitempty"`     // the user-space part of CPUus (0: not read)
+	Syscalls   float64 `json:"syscalls_per_req,omitempty"`    // 0: not counted
+	EpollWaits float64 `json:"epoll_waits_per_req,omitempty"` // of Syscalls; 0: not counted (or none)
+	Switches   float64 `json:"switches_per_req,omitempty"`    // context switches, every thread
 	P50us      float64 `json:"p50_us"`
 	P99us      float64 `json:"p99_us"`
 	P999us     float64 `json:"p999_us"`

@@ -59,24 +59,24 @@ func renderReport(rows []result) string {
 	for _, k := range keys {
 		if head := k.pin + ", " + k.mode + " loop"; head != last {
 			fmt.Fprintf(&b, "\n### server %s\n\n", head)
-			fmt.Fprintln(&b, "| conns/active | size | server | req/s | CPU us/req | user us/req | syscalls/req | switches/req | p99 us | idle B/conn | errors |")
-			fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(&b, "| conns/active | size | server | req/s | CPU us/req | user us/req | syscalls/req | epoll waits/req | switches/req | p99 us | idle B/conn | errors |")
+			fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 			last = head
 		}
 		g := groups[k]
 		best := bestPeer(g)
 		for _, r := range g {
-			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f | %s | %s | %s | %.0f | %.0f | %d |\n",
-				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.Switches),
+			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f | %s | %s | %s | %s | %.0f | %.0f | %d |\n",
+				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.EpollWaits), perReq(r.Switches),
 				r.P99us, r.IdleBytes, r.Errors+r.DialFailed)
 		}
 		for _, r := range g {
 			if r.Server != "edgemux" || best.Server == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "| %d/%d | %d | edgemux / best peer | %s | %s | %s | %s | %s | %s | %s | |\n",
+			fmt.Fprintf(&b, "| %d/%d | %d | edgemux / best peer | %s | %s | %s | %s | %s | %s | %s | %s | |\n",
 				r.Conns, r.Active, r.Size, ratio(r.RPS, best.RPS), ratio(r.CPUus, best.CPUus), ratio(r.UserUs, best.UserUs),
-				ratio(r.Syscalls, best.Syscalls), ratio(r.Switches, best.Switches),
+				ratio(r.Syscalls, best.Syscalls), ratio(r.EpollWaits, best.EpollWaits), ratio(r.Switches, best.Switches),
 				ratio(r.P99us, best.P99us), ratio(r.IdleBytes, best.IdleBytes))
 		}
 	}
@@ -100,6 +100,7 @@ func bestPeer(g []result) result {
 		best.CPUus = minPos(best.CPUus, r.CPUus)
 		best.UserUs = minPos(best.UserUs, r.UserUs)
 		best.Syscalls = minPos(best.Syscalls, r.Syscalls)
+		best.EpollWaits = minPos(best.EpollWaits, r.EpollWaits)
 		best.Switches = minPos(best.Switches, r.Switches)
 		best.P99us = minPos(best.P99us, r.P99us)
 		best.IdleBytes = minPos(best.IdleBytes, r.IdleBytes)
