@@ -119,3 +119,32 @@ func TestEveryServerEchoes(t *testing.T) {
 	}
 	t.Log(report)
 }
+
+// TestMediansOfRepeatedRuns: three runs of one server on a row are
+// reported as the median of each figure with the CPU range, errors and
+// requests summed; a server run once keeps its figures.
+func TestMediansOfRepeatedRuns(t *testing.T) {
+	run := func(server string, cpu, rps float64, errs int64) result {
+		return result{Server: server, Pin: "pinned", Mode: "closed", Conns: 10, Active: 10, Size: 64,
+			Requests: 100, RPS: rps, CPUus: cpu, P99us: cpu * 100, Errors: errs}
+	}
+	g := []result{run("edgemux", 17.6, 50000, 0), run("gnet", 12.2, 76000, 0), run("edgemux", 12.9, 72000, 1), run("edgemux", 13.4, 70000, 0)}
+	got, spread := medians(g)
+	if len(got) != 2 || got[0].Server != "edgemux" || got[1].Server != "gnet" {
+		t.Fatalf("medians: %+v", got)
+	}
+	e := got[0]
+	if e.CPUus != 13.4 || e.RPS != 70000 || e.P99us != 1340 || e.Requests != 300 || e.Errors != 1 {
+		t.Errorf("edgemux median: CPU %v, req/s %v, p99 %v, requests %d, errors %d; want 13.4, 70000, 1340, 300, 1",
+			e.CPUus, e.RPS, e.P99us, e.Requests, e.Errors)
+	}
+	if spread["edgemux"] != " (12.9-17.6, 3 runs)" || spread["gnet"] != "" {
+		t.Errorf("spread: %q", spread)
+	}
+	if got[1] != g[1] {
+		t.Errorf("a server run once changed: %+v", got[1])
+	}
+	if report := renderReport(g); !strings.Contains(report, "| 13.4 (12.9-17.6, 3 runs) |") {
+		t.Errorf("report lacks the median and range:\n%s", report)
+	}
+}

@@ -7,6 +7,14 @@ package main
 // is better (ratio <= 1 meets it). The user-space part of the CPU, system
 // calls and context switches per request are no goal of their own; they
 // say where the CPU goes.
+//
+// A server run several times on one row (run.sh REPEAT) is reported by
+// the median of each figure, and its CPU cell shows the range of the
+// runs: in a closed loop one binary lands in a batching mode (well under
+// one epoll wait per request) or in one that goes idle between requests
+// (one or more), gnet as well as edgemux, and those differ by a third in
+// CPU per request. A median over runs alternated with the peers' says
+// more than any single run.
 
 import (
 	"bufio"
@@ -14,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -63,11 +72,11 @@ func renderReport(rows []result) string {
 			fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 			last = head
 		}
-		g := groups[k]
+		g, spread := medians(groups[k])
 		best := bestPeer(g)
 		for _, r := range g {
-			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f | %s | %s | %s | %s | %.0f | %.0f | %d |\n",
-				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.EpollWaits), perReq(r.Switches),
+			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f%s | %s | %s | %s | %s | %.0f | %.0f | %d |\n",
+				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, spread[r.Server], usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.EpollWaits), perReq(r.Switches),
 				r.P99us, r.IdleBytes, r.Errors+r.DialFailed)
 		}
 		for _, r := range g {
@@ -81,6 +90,56 @@ func renderReport(rows []result) string {
 		}
 	}
 	return b.String()
+}
+
+// medians collapses the runs of each server in one group into one result,
+// figure by figure the median (for an even count the upper one), in the
+// order the servers first ran; spread is, per server run more than once,
+// " (min-max, n runs)" of its CPU per request.
+func medians(g []result) ([]result, map[string]string) {
+	runs := map[string][]result{}
+	var order []string
+	for _, r := range g {
+		if _, ok := runs[r.Server]; !ok {
+			order = append(order, r.Server)
+		}
+		runs[r.Server] = append(runs[r.Server], r)
+	}
+	out := make([]result, 0, len(order))
+	spread := map[string]string{}
+	for _, name := range order {
+		rs := runs[name]
+		m := rs[0]
+		if len(rs) > 1 {
+			median := func(f func(result) float64) float64 {
+				v := make([]float64, len(rs))
+				for i, r := range rs {
+					v[i] = f(r)
+				}
+				slices.Sort(v)
+				return v[len(v)/2]
+			}
+			m.RPS = median(func(r result) float64 { return r.RPS })
+			m.CPUus = median(func(r result) float64 { return r.CPUus })
+			m.UserUs = median(func(r result) float64 { return r.UserUs })
+			m.Syscalls = median(func(r result) float64 { return r.Syscalls })
+			m.EpollWaits = median(func(r result) float64 { return r.EpollWaits })
+			m.Switches = median(func(r result) float64 { return r.Switches })
+			m.P99us = median(func(r result) float64 { return r.P99us })
+			m.IdleBytes = median(func(r result) float64 { return r.IdleBytes })
+			lo, hi := rs[0].CPUus, rs[0].CPUus
+			m.Requests, m.Errors, m.DialFailed = 0, 0, 0
+			for _, r := range rs {
+				lo, hi = min(lo, r.CPUus), max(hi, r.CPUus)
+				m.Requests += r.Requests
+				m.Errors += r.Errors
+				m.DialFailed += r.DialFailed
+			}
+			spread[name] = fmt.Sprintf(" (%.1f-%.1f, %d runs)", lo, hi, len(rs))
+		}
+		out = append(out, m)
+	}
+	return out, spread
 }
 
 // bestPeer is, figure by figure, the best of the peers (every server but

@@ -9,6 +9,7 @@
 #   MODE=open RATE=20000 ./run.sh    # open loop at 20,000 requests/s in all
 #   CONNECT_CLIENTS=32 ./run.sh       # the connect row's clients (CONNECT=0: no row)
 #   SYSCALLS=0 ./run.sh              # no perf stat (default: count system calls when perf is there)
+#   REPEAT=3 ./run.sh                # every row three times, servers alternated; the report gives medians
 #
 # pinned: the server on CPU 0 (taskset), the load generator on CPU 1;
 # default: both wherever the scheduler puts them. Loopback only: servers on
@@ -24,6 +25,7 @@ pins=(${PINS:-pinned default})
 mode=${MODE:-closed}
 rate=${RATE:-20000}
 duration=${DURATION:-5s}
+repeat=${REPEAT:-1}
 servers=("$@")
 syscalls=false
 if [ "${SYSCALLS:-1}" != 0 ] && command -v perf >/dev/null; then
@@ -113,8 +115,10 @@ build
 for pin in "${pins[@]}"; do
 	for row in "${rows[@]}"; do
 		for size in "${sizes[@]}"; do
-			for s in "${servers[@]}"; do
-				bench "$s" "$pin" "$row" "$size"
+			for _ in $(seq "$repeat"); do
+				for s in "${servers[@]}"; do
+					bench "$s" "$pin" "$row" "$size"
+				done
 			done
 		done
 	done
