@@ -165,46 +165,55 @@ func TestUnparkWhenRunningDoesNothing(t *testing.T) {
 
 // A producer pushes into a ring and Unparks after each push; the worker
 // drains and parks. A lost wakeup would leave the worker asleep with
-// values queued and the test would give up waiting.
+// values queued and the test would give up waiting. With one P and with
+// two: one P cuts the spin to one poll.
 func TestNoLostWakeups(t *testing.T) {
 	n := uint64(200_000)
 	if testing.Short() || raceEnabled {
 		n = 20_000
 	}
-	for k, kind := range sleeperKinds {
-		for _, spin := range []int{-1, 4, DefaultSpin} {
-			t.Run(fmt.Sprintf("%s/spin=%d", kind.name, spin), func(t *testing.T) {
-				p := newTestParker(t, k, spin)
-				r, _ := NewRing(64)
-				var got atomic.Uint64
-				go func() {
-					ready := func() bool { return r.Len() > 0 }
-					for want := uint64(1); want <= n; {
-						v, ok := r.Pop()
-						if !ok {
-							p.Park(ready, 0)
-							continue
-						}
-						if v != want {
-							t.Errorf("popped %d, want %d", v, want)
-							return
-						}
-						want++
-						got.Store(v)
-					}
-				}()
-				for v := uint64(1); v <= n; v++ {
-					for !r.Push(v) {
-						p.Unpark()
-						runtime.Gosched()
-					}
-					p.Unpark()
-				}
-				waitFor(t, "the worker to drain the ring", func() bool { return got.Load() == n })
-				t.Logf("spin %d: %+v", spin, p.Stats())
-			})
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for k, kind := range sleeperKinds {
+			for _, spin := range []int{-1, 4, DefaultSpin} {
+				testNoLostWakeups(t, fmt.Sprintf("procs=%d/%s/spin=%d", procs, kind.name, spin), k, spin, n)
+			}
 		}
 	}
+}
+
+func testNoLostWakeups(t *testing.T, name string, k, spin int, n uint64) {
+	t.Run(name, func(t *testing.T) {
+		p := newTestParker(t, k, spin)
+		r, _ := NewRing(64)
+		var got atomic.Uint64
+		go func() {
+			ready := func() bool { return r.Len() > 0 }
+			for want := uint64(1); want <= n; {
+				v, ok := r.Pop()
+				if !ok {
+					p.Park(ready, 0)
+					continue
+				}
+				if v != want {
+					t.Errorf("popped %d, want %d", v, want)
+					return
+				}
+				want++
+				got.Store(v)
+			}
+		}()
+		for v := uint64(1); v <= n; v++ {
+			for !r.Push(v) {
+				p.Unpark()
+				runtime.Gosched()
+			}
+			p.Unpark()
+		}
+		waitFor(t, "the worker to drain the ring", func() bool { return got.Load() == n })
+		t.Logf("spin %d: %+v", spin, p.Stats())
+	})
 }
 
 // Unparks racing timed Parks must never leave a stale token behind.
