@@ -35,7 +35,7 @@ type epollPark struct {
 	n      int   // what the last try returned
 	err    error // and its error
 	tryFn  func(uintptr) bool
-	due    time.Time // the read deadline set last (zero: none, or it passed)
+	due    time.Time // the read deadline set last (zero: none yet)
 }
 
 // newEpollPark registers epfd with the runtime's poller. The epoll fd is
@@ -96,7 +96,6 @@ func (p *epollPark) wait(fd int, timeoutMs int) (int, error) {
 	p.arm(time.Duration(timeoutMs) * time.Millisecond)
 	err := p.rc.Read(p.tryFn)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		p.due = time.Time{}
 		return 0, nil
 	}
 	if err != nil {
