@@ -12,8 +12,9 @@ package main
 // the median of each figure, and its CPU cell shows the range of the
 // runs: in a closed loop one binary lands in a batching mode (well under
 // one epoll wait per request) or in one that goes idle between requests
-// (one or more), gnet as well as edgemux, and those differ by a third in
-// CPU per request. A median over runs alternated with the peers' says
+// (one or more), gnet as well as edgemux, and the machine (a VM on a
+// shared host) has phases a third slower; either moves CPU per request
+// by about a third. A median over runs alternated with the peers' says
 // more than any single run.
 
 import (
