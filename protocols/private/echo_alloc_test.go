@@ -3,6 +3,7 @@ package private
 import (
 	"bytes"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/edgemux/edgemux/config"
@@ -81,4 +82,43 @@ func BenchmarkEcho(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEchoParallel is BenchmarkEcho on every P at once, each
+// goroutine a session of its own echoing on its own topic, as the
+// gateway's workers do: what they share (the bus's locks and counters,
+// the handler's counters) is what it measures, beside the echo's own work.
+// Run with -cpu 1,2 to see the cost of sharing.
+func BenchmarkEchoParallel(b *testing.B) {
+	h := New(config.Private{}, newBus(bus.Options{}), nil)
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := &fakeConn{}
+		s, _ := h.Open(c)
+		topic := "echo/64/" + strconv.Itoa(int(next.Add(1)))
+		if _, err := s.Data(append(helloFrame("d"+topic), subFrame(TypeSub, 0, topic)...)); err != nil {
+			b.Error(err)
+			return
+		}
+		head := must(AppendPub(nil, Pub{Topic: []byte(topic)}))
+		frame := must(AppendPub(nil, Pub{Topic: []byte(topic), Data: make([]byte, 64-len(head))}))
+		n := s.(protocols.Notified)
+		c.out.Reset()
+		for pb.Next() {
+			if _, err := s.Data(frame); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := n.Notified(); err != nil {
+				b.Error(err)
+				return
+			}
+			if c.out.Len() != len(frame)+len(Source) {
+				b.Errorf("echo of %d bytes, want %d", c.out.Len(), len(frame)+len(Source))
+				return
+			}
+			c.out.Reset()
+		}
+	})
 }
