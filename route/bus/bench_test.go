@@ -133,3 +133,25 @@ func TestPublishAllocs(t *testing.T) {
 		t.Errorf("Get: %v allocations, want 0", allocs)
 	}
 }
+
+// BenchmarkSubscribeClose is a connection's life on the bus without its
+// messages: a subscriber made, one exact filter subscribed (its retained
+// value replayed), the subscriber closed. Subscribing and detaching take
+// the trie lock for writing, every shard's reader lock (Bus.lockTrie).
+func BenchmarkSubscribeClose(b *testing.B) {
+	bus := New(Options{})
+	if err := bus.Publish("plant/line1/temp", []byte("21.5"), "bench"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := bus.NewSubscriber(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Subscribe("plant/line1/temp"); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}

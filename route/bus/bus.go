@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
 	"time"
 	"unsafe"
 )
@@ -179,14 +181,26 @@ type Stats struct {
 const shardCount = 64
 
 // Bus is the topic bus. Its methods are safe for concurrent use.
+//
+// Its layout keeps what every publish writes off the cache lines of what
+// the others only read, and off each other's where it can: the workers
+// publish on all cores at once, and a line that two of them write moves
+// between their caches on every publish. Each shard is a line apart from
+// the next (shard) and counts its topics' deliveries (shardData); the
+// trie's lock is striped (trieLock). The one figure every publish must
+// take from one place, the sequence, has a line to itself.
 type Bus struct {
+	shards [shardCount]shard
+	trie   trieLock // guards root, as well as Subscriber.filters and .detached
+
+	_   cpu.CacheLinePad
+	seq atomic.Uint64
+	_   cpu.CacheLinePad
+
 	opt  Options
 	seed maphash.Seed
 
-	trieMu sync.RWMutex
-	root   subscriptions // guarded by trieMu, as are Subscriber.filters and .detached
-
-	shards [shardCount]shard
+	root subscriptions // guarded by trie
 
 	resMu    sync.Mutex
 	reserved map[string][]string // owner -> its reserved topics, sorted
@@ -194,7 +208,6 @@ type Bus struct {
 	claimMu sync.Mutex // serialises Claim calls (claim.go)
 	claimState
 
-	seq          atomic.Uint64
 	topics       atomic.Int64
 	reservedN    atomic.Int64
 	subscribers  atomic.Int64
@@ -202,8 +215,7 @@ type Bus struct {
 	rejected     atomic.Uint64
 	cacheFull    atomic.Uint64
 	overQuota    atomic.Uint64
-	delivered    atomic.Uint64
-	dropped      atomic.Uint64
+	replayed     atomic.Uint64 // retained values delivered by replays (live deliveries are counted per shard)
 	disconnected atomic.Uint64
 }
 
@@ -305,22 +317,25 @@ func (b *Bus) publish(q *Quota, topic string, borrowed bool, payload []byte, src
 	// replay from the cache and those that will reach it live. The
 	// subscribers are known first: a message that two or more share is
 	// chained to its topic's previous one as it is stored (chain.go).
-	b.trieMu.RLock()
+	h := maphash.String(b.seed, topic)
+	sh := &b.shards[h%shardCount]
+	rl := b.trie.reader(h)
+	rl.RLock()
 	b.root.collect(topic, c)
 	c.dedupe()
 	var chained *Message
 	if c.len() > 1 {
 		chained = share(m)
 	}
-	err := b.store(m, chained, q, borrowed)
-	b.trieMu.RUnlock()
+	err := b.store(sh, m, chained, q, borrowed)
+	rl.RUnlock()
 	if err == nil {
 		switch c.len() {
 		case 0:
 		case 1:
-			b.fanOut(alone(m), c)
+			b.fanOut(sh, alone(m), c)
 		default:
-			b.fanOut(chained, c)
+			b.fanOut(sh, chained, c)
 		}
 	}
 	c.reset()
@@ -332,11 +347,12 @@ func (b *Bus) shardFor(topic string) *shard {
 	return &b.shards[maphash.String(b.seed, topic)&(shardCount-1)]
 }
 
-// fanOut queues m to the collected subscribers (deduplicated), outside
-// the trie lock so notify callbacks and disconnects may take it. Every
-// queue holds the same m: fan-out memory grows with the messages in
-// flight, not with messages times subscribers.
-func (b *Bus) fanOut(m *Message, c *collector) {
+// fanOut queues m, published to a topic of sh, to the collected
+// subscribers (deduplicated), outside the trie lock so notify callbacks
+// and disconnects may take it; sh counts them. Every queue holds the same
+// m: fan-out memory grows with the messages in flight, not with messages
+// times subscribers.
+func (b *Bus) fanOut(sh *shard, m *Message, c *collector) {
 	var t tally
 	for _, s := range c.single {
 		t.settle(b, s, m)
@@ -344,7 +360,7 @@ func (b *Bus) fanOut(m *Message, c *collector) {
 	for _, s := range c.multi {
 		t.settle(b, s, m)
 	}
-	t.flush(b)
+	t.flush(sh)
 }
 
 // tally batches counter updates so a fan-out touches the shared counters
@@ -371,24 +387,29 @@ func (t *tally) settle(b *Bus, s *Subscriber, m *Message) {
 	}
 }
 
-func (t *tally) flush(b *Bus) {
+func (t *tally) flush(sh *shard) {
 	if t.delivered > 0 {
-		b.delivered.Add(t.delivered)
+		sh.delivered.Add(t.delivered)
 	}
 	if t.dropped > 0 {
-		b.dropped.Add(t.dropped)
+		sh.dropped.Add(t.dropped)
 	}
 }
 
 // Stats returns a snapshot of the counters.
 func (b *Bus) Stats() Stats {
+	delivered, dropped := b.replayed.Load(), uint64(0)
+	for i := range b.shards {
+		delivered += b.shards[i].delivered.Load()
+		dropped += b.shards[i].dropped.Load()
+	}
 	return Stats{
 		Published:    b.seq.Load(), // each accepted publish takes the next sequence number (store)
 		Rejected:     b.rejected.Load(),
 		CacheFull:    b.cacheFull.Load(),
 		OverQuota:    b.overQuota.Load(),
-		Delivered:    b.delivered.Load(),
-		Dropped:      b.dropped.Load(),
+		Delivered:    delivered,
+		Dropped:      dropped,
 		Disconnected: b.disconnected.Load(),
 		Subscribers:  int(b.subscribers.Load()),
 		Topics:       int(b.topics.Load()),

@@ -112,12 +112,6 @@ func TestSubscriberPacks(t *testing.T) {
 	}
 }
 
-func TestShardIsTwoCacheLines(t *testing.T) {
-	if size := unsafe.Sizeof(shard{}); size != 128 {
-		t.Fatalf("shard is %d bytes, want 128", size)
-	}
-}
-
 func TestPublishRejects(t *testing.T) {
 	b := newTestBus(t, Options{MaxPayload: 4, MaxTopicLen: 8})
 	tests := []struct {

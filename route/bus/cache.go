@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
+	"sync/atomic"
 	"weak"
+
+	"golang.org/x/sys/cpu"
 )
 
 // The last-value cache (LVC): one entry per topic, sharded by topic hash.
@@ -35,11 +37,14 @@ type entry struct {
 	dead bool                  // removed from the map, still in order until compacted
 }
 
-// shard is one slice of the LVC, padded to two cache lines (on 32-bit
-// platforms too) so that shards never share one.
+// shard is one slice of the LVC, followed by a cache line of padding so
+// that two shards never share a line, wherever the Bus lands: Go aligns
+// no allocation to a cache line (a large object with pointers starts a
+// word past its slot, after the allocator's type header), so only a full
+// line between them keeps them apart.
 type shard struct {
 	shardData
-	_ [128 - unsafe.Sizeof(shardData{})%128]byte
+	_ cpu.CacheLinePad
 }
 
 type shardData struct {
@@ -48,6 +53,11 @@ type shardData struct {
 	order []*entry // by birth number; dead entries until compact
 	born  uint64   // the next birth number
 	dead  int      // dead entries in order
+
+	// The deliveries of the publishes to this shard's topics: counted
+	// here, they share the cache lines a publish's store writes anyway,
+	// not a line that publishes on every core write (Bus).
+	delivered, dropped atomic.Uint64
 }
 
 // add makes the entry of a new topic; sh.mu is held for writing.
@@ -94,8 +104,7 @@ func (q *Quota) Added() int { return int(q.added) }
 // Both take the cache entry's topic string, so the messages of a topic
 // share one, and a borrowed m.Topic (PublishBytes) is kept nowhere; the
 // entry of a new topic copies it.
-func (b *Bus) store(m, chained *Message, q *Quota, borrowed bool) error {
-	sh := b.shardFor(m.Topic)
+func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.m[m.Topic]

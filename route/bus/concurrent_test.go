@@ -305,8 +305,9 @@ func TestConcurrentDisconnect(t *testing.T) {
 	if st.Disconnected != subscribers || st.Subscribers != 0 {
 		t.Fatalf("stats %+v, want %d disconnected, 0 subscribers", st, subscribers)
 	}
-	b.trieMu.RLock()
-	defer b.trieMu.RUnlock()
+	rl := b.trie.reader(0)
+	rl.RLock()
+	defer rl.RUnlock()
 	if !b.root.empty() {
 		t.Fatal("filters of disconnected subscribers left in the trie")
 	}

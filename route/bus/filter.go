@@ -157,7 +157,7 @@ func hasWildcard(filter string) bool {
 	return strings.ContainsAny(filter, "+#")
 }
 
-// subscriptions are the filters subscribed, guarded by Bus.trieMu. A
+// subscriptions are the filters subscribed, guarded by Bus.trie. A
 // filter without wildcards (most are: a device's own topics, an echo's)
 // matches one topic, so it is kept by that topic in one map, and only
 // filters with wildcards go in the trie: a publish looks its topic up

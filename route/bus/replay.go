@@ -101,7 +101,7 @@ func (s *Subscriber) Drain(dst []Message, maxBytes int) Batch {
 	if replaying {
 		queued := len(dst)
 		dst = s.replayInto(dst, used, maxBytes, scanLimit)
-		s.bus.delivered.Add(uint64(len(dst) - queued))
+		s.bus.replayed.Add(uint64(len(dst) - queued))
 		s.mu.Lock()
 		more = s.n > 0 || len(s.replays) > 0
 		s.mu.Unlock()

@@ -17,7 +17,7 @@ type Subscriber struct {
 	bus     *Bus
 	notify  func()
 	id      uint64
-	filters []string // guarded by bus.trieMu
+	filters []string // guarded by bus.trie
 
 	mu      sync.Mutex
 	drainMu sync.Mutex // held by a Drain that continues replays: it owns their cursors
@@ -35,7 +35,7 @@ type Subscriber struct {
 	n       int32       // queued messages, guarded by mu
 	cut     atomic.Bool // set under mu by the Disconnect policy
 
-	detached bool // guarded by bus.trieMu: filters removed, no longer counted
+	detached bool // guarded by bus.trie: filters removed, no longer counted
 	closed   bool // guarded by mu
 }
 
@@ -86,17 +86,17 @@ func (s *Subscriber) subscribe(filter string, replay bool) error {
 	if err := validFilter(filter, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		return err
 	}
-	b.trieMu.Lock()
+	b.trie.Lock()
 	if s.detached || s.isClosed() {
-		b.trieMu.Unlock()
+		b.trie.Unlock()
 		return ErrClosed
 	}
 	if slices.Contains(s.filters, filter) {
-		b.trieMu.Unlock()
+		b.trie.Unlock()
 		return nil
 	}
 	if len(s.filters) >= b.opt.MaxFilters {
-		b.trieMu.Unlock()
+		b.trie.Unlock()
 		return fmt.Errorf("%w: limit %d", ErrTooManyFilters, b.opt.MaxFilters)
 	}
 	b.root.insert(filter, s)
@@ -104,7 +104,7 @@ func (s *Subscriber) subscribe(filter string, replay bool) error {
 	// Publishes up to here updated the cache without seeing this filter;
 	// later ones will see it. Replay only the former.
 	upTo := b.seq.Load()
-	b.trieMu.Unlock()
+	b.trie.Unlock()
 	if replay && (hasWildcard(filter) || b.cachedBy(filter, upTo)) {
 		s.startReplay(filter, upTo)
 	}
@@ -119,8 +119,8 @@ func (s *Subscriber) Unsubscribe(filter string) error {
 	if err := validFilter(filter, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		return err
 	}
-	b.trieMu.Lock()
-	defer b.trieMu.Unlock()
+	b.trie.Lock()
+	defer b.trie.Unlock()
 	if s.detached {
 		return ErrClosed
 	}
@@ -134,8 +134,9 @@ func (s *Subscriber) Unsubscribe(filter string) error {
 
 // Filters returns a copy of the subscribed filters.
 func (s *Subscriber) Filters() []string {
-	s.bus.trieMu.RLock()
-	defer s.bus.trieMu.RUnlock()
+	rl := s.bus.trie.reader(0)
+	rl.RLock()
+	defer rl.RUnlock()
 	return slices.Clone(s.filters)
 }
 
@@ -182,8 +183,8 @@ func (s *Subscriber) wake() {
 
 // detach removes all of s's filters and stops counting it, once.
 func (b *Bus) detach(s *Subscriber) {
-	b.trieMu.Lock()
-	defer b.trieMu.Unlock()
+	b.trie.Lock()
+	defer b.trie.Unlock()
 	if s.detached {
 		return
 	}
