@@ -111,7 +111,7 @@ var pubEncoding = bus.NewEncoding("private.pub")
 // shared, when the message can be).
 func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
 	if frame := m.Encoded(pubEncoding); frame != nil {
-		s.h.delivered.Add(1)
+		s.h.delivered.Add(s.stripe, 1)
 		return append(out, frame...)
 	}
 	dst := out
@@ -127,8 +127,8 @@ func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
 		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
 		return out
 	}
-	s.h.encoded.Add(1)
-	s.h.delivered.Add(1)
+	s.h.encoded.Add(s.stripe, 1)
+	s.h.delivered.Add(s.stripe, 1)
 	if !m.Shared() {
 		return frame
 	}

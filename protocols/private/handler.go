@@ -60,9 +60,11 @@ type Handler struct {
 	out  protocols.Scratch[byte]        // output buffers, only held during a call
 	msgs protocols.Scratch[bus.Message] // drain buffers, only held during a call
 
-	sessions, published, delivered, dropped atomic.Uint64
-	rejected, violations, slowConsumers     atomic.Uint64
-	encoded                                 atomic.Uint64
+	sessions, dropped                   atomic.Uint64
+	rejected, violations, slowConsumers atomic.Uint64
+
+	// Counted per message, by sessions on every core at once.
+	published, delivered, encoded protocols.StripedCounter
 }
 
 var _ protocols.Handler = (*Handler)(nil)
@@ -102,11 +104,11 @@ func (h *Handler) Stats() Stats {
 // Open starts a session; it holds no buffers and no subscriber until it
 // needs them.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
-	h.sessions.Add(1)
+	n := h.sessions.Add(1)
 	if h.cfg.HelloWithin > 0 {
 		c.SetTimer(h.cfg.HelloWithin)
 	}
-	return &session{h: h, conn: c}, nil
+	return &session{h: h, conn: c, stripe: protocols.StripeFor(n)}, nil
 }
 
 // Timer fires hello_within after Open: a device that has not completed its
@@ -135,7 +137,8 @@ type session struct {
 	held    *heldAcks       // ACKs waiting for device writes (writeack.go); nil while none
 	quota   bus.Quota       // new topics this connection added to the cache
 	hello   bool
-	waiting bool // deliveries wait for the output to drain (Writable)
+	waiting bool             // deliveries wait for the output to drain (Writable)
+	stripe  protocols.Stripe // this session's cell of the handler's per-message counters
 }
 
 var (
@@ -247,7 +250,7 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 	if err != nil {
 		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}
-	s.h.published.Add(1)
+	s.h.published.Add(s.stripe, 1)
 	if m.MsgID != 0 {
 		out = AppendAck(out, Ack{MsgID: m.MsgID})
 	}

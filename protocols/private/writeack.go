@@ -60,7 +60,7 @@ func (s *session) publishAcked(out []byte, topic string, m Pub) ([]byte, error) 
 	if err != nil {
 		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}
-	s.h.published.Add(1)
+	s.h.published.Add(s.stripe, 1)
 	if a.state.CompareAndSwap(ackServing, ackHeld) {
 		if s.held == nil {
 			s.held = new(heldAcks)
