@@ -1,6 +1,10 @@
 package protocols
 
-import "sync"
+import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Scratch is a pool of slices for per-call scratch space (output staging,
 // drained bus messages): a session takes one for the length of a call and
@@ -20,8 +24,17 @@ func (s *Scratch[T]) Get(n int) *[]T {
 	if p, ok := s.pool.Get().(*[]T); ok && cap(*p) >= n {
 		return p
 	}
-	b := make([]T, 0, max(n, s.Min))
-	return &b
+	b := &paddedSlice[T]{s: make([]T, 0, max(n, s.Min))}
+	return &b.s
+}
+
+// paddedSlice is a pooled slice's header with a cache line after it. The
+// header is written on every Get and Put, by whichever worker holds it;
+// unpadded, headers of different workers' buffers sat side by side in one
+// line, which then moved between their cores on every message.
+type paddedSlice[T any] struct {
+	s []T
+	_ cpu.CacheLinePad
 }
 
 // Put gives p back for reuse.
