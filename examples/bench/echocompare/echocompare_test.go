@@ -122,11 +122,19 @@ func TestEveryServerEchoes(t *testing.T) {
 
 // TestMediansOfRepeatedRuns: three runs of one server on a row are
 // reported as the median of each figure with the CPU range, errors and
-// requests summed; a server run once keeps its figures.
+// requests summed; a server run once keeps its figures. The idle cell
+// shows the file-backed part when it was read.
 func TestMediansOfRepeatedRuns(t *testing.T) {
 	run := func(server string, cpu, rps float64, errs int64) result {
-		return result{Server: server, Pin: "pinned", Mode: "closed", Conns: 10, Active: 10, Size: 64,
-			Requests: 100, RPS: rps, CPUus: cpu, P99us: cpu * 100, Errors: errs}
+		r := result{Server: server, Pin: "pinned", Mode: "closed", Conns: 10, Active: 10, Size: 64,
+			Requests: 100, RPS: rps, CPUus: cpu, P99us: cpu * 100, Errors: errs, IdleBytes: cpu * 30}
+		switch server {
+		case "edgemux":
+			r.IdleFile = cpu * 10
+		case "gnet":
+			r.IdleFile = -0.4 // a page reclaimed: shown as nothing
+		}
+		return r
 	}
 	g := []result{run("edgemux", 17.6, 50000, 0), run("gnet", 12.2, 76000, 0), run("edgemux", 12.9, 72000, 1), run("edgemux", 13.4, 70000, 0)}
 	got, spread := medians(g)
@@ -144,7 +152,11 @@ func TestMediansOfRepeatedRuns(t *testing.T) {
 	if got[1] != g[1] {
 		t.Errorf("a server run once changed: %+v", got[1])
 	}
-	if report := renderReport(g); !strings.Contains(report, "| 13.4 (12.9-17.6, 3 runs) |") {
+	report := renderReport(g)
+	if !strings.Contains(report, "| 13.4 (12.9-17.6, 3 runs) |") {
 		t.Errorf("report lacks the median and range:\n%s", report)
+	}
+	if !strings.Contains(report, "| 402 (file 134) |") || !strings.Contains(report, "| 366 |") {
+		t.Errorf("report lacks the idle cells (edgemux's with its file-backed part, gnet's without):\n%s", report)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -76,9 +77,9 @@ func renderReport(rows []result) string {
 		g, spread := medians(groups[k])
 		best := bestPeer(g)
 		for _, r := range g {
-			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f%s | %s | %s | %s | %s | %.0f | %.0f | %d |\n",
+			fmt.Fprintf(&b, "| %d/%d | %d | %s | %.0f | %.1f%s | %s | %s | %s | %s | %.0f | %s | %d |\n",
 				r.Conns, r.Active, r.Size, r.Server, r.RPS, r.CPUus, spread[r.Server], usPerReq(r.UserUs), perReq(r.Syscalls), perReq(r.EpollWaits), perReq(r.Switches),
-				r.P99us, r.IdleBytes, r.Errors+r.DialFailed)
+				r.P99us, idleCell(r), r.Errors+r.DialFailed)
 		}
 		for _, r := range g {
 			if r.Server != "edgemux" || best.Server == "" {
@@ -91,6 +92,16 @@ func renderReport(rows []result) string {
 		}
 	}
 	return b.String()
+}
+
+// idleCell is the idle bytes per connection and, when read and not
+// nothing, the file-backed part of them: "426 (file 118)". (A server's
+// RssFile may also shrink a little, the kernel reclaiming a page.)
+func idleCell(r result) string {
+	if math.Round(r.IdleFile) == 0 {
+		return fmt.Sprintf("%.0f", r.IdleBytes)
+	}
+	return fmt.Sprintf("%.0f (file %.0f)", r.IdleBytes, r.IdleFile)
 }
 
 // medians collapses the runs of each server in one group into one result,
@@ -128,6 +139,7 @@ func medians(g []result) ([]result, map[string]string) {
 			m.Switches = median(func(r result) float64 { return r.Switches })
 			m.P99us = median(func(r result) float64 { return r.P99us })
 			m.IdleBytes = median(func(r result) float64 { return r.IdleBytes })
+			m.IdleFile = median(func(r result) float64 { return r.IdleFile })
 			lo, hi := rs[0].CPUus, rs[0].CPUus
 			m.Requests, m.Errors, m.DialFailed = 0, 0, 0
 			for _, r := range rs {
