@@ -7,9 +7,10 @@
 // level, a final "#" matches the rest, and "$" topics escape top-level
 // wildcards. Subscriptions live under a read-write lock, filters without
 // wildcards by the topic they match and the others in a trie (filter.go),
-// so a Publish takes only a read lock to find its subscribers; the LVC is
-// sharded by topic hash so publishers on different topics rarely meet on
-// one lock (cache.go).
+// so a Publish takes only a read lock to find its subscribers. That lock
+// is striped (trielock.go) and the LVC sharded by topic hash (cache.go),
+// so publishers on different topics, on different cores, rarely meet on
+// one lock or write one cache line.
 //
 // The bus never returns a wrong value and never loses one silently. A
 // publish whose value cannot be kept (a new topic in a full cache, or past
@@ -22,8 +23,9 @@
 // values are not queued at once: Drain reads them from the cache a bounded
 // piece at a time, as the subscriber takes them (replay.go).
 //
-// Lock order, outermost first: the trie lock, an LVC shard lock, a
-// subscriber's queue lock. Notify callbacks run with no lock held.
+// Lock order, outermost first: the trie lock (a writer takes every
+// stripe, in order; a reader one), an LVC shard lock, a subscriber's queue
+// lock. Notify callbacks run with no lock held.
 package bus
 
 import (
@@ -36,10 +38,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/cpu"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 // Errors returned by the bus, wrapped with details.
@@ -318,7 +320,7 @@ func (b *Bus) publish(q *Quota, topic string, borrowed bool, payload []byte, src
 	// subscribers are known first: a message that two or more share is
 	// chained to its topic's previous one as it is stored (chain.go).
 	h := maphash.String(b.seed, topic)
-	sh := &b.shards[h%shardCount]
+	sh := &b.shards[h&(shardCount-1)] // shardFor's, the hash computed once
 	rl := b.trie.reader(h)
 	rl.RLock()
 	b.root.collect(topic, c)
