@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -227,5 +228,46 @@ func BenchmarkMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Match("sport/+/player1/#", "sport/tennis/player1/score/wimbledon")
+	}
+}
+
+// TestExactSubscribersInAnyOrder adds three subscribers to one filter
+// without wildcards and takes them off in every order: each publish must
+// collect exactly those left, and the last one gone must leave nothing
+// behind.
+func TestExactSubscribersInAnyOrder(t *testing.T) {
+	orders := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for _, order := range orders {
+		var subs subscriptions
+		all := []*Subscriber{{id: 1}, {id: 2}, {id: 3}}
+		for _, s := range all {
+			subs.insert("plant/line1/temp", s)
+		}
+		left := map[*Subscriber]bool{all[0]: true, all[1]: true, all[2]: true}
+		check := func() {
+			t.Helper()
+			var c collector
+			subs.collect("plant/line1/temp", &c)
+			got := map[*Subscriber]bool{}
+			for _, s := range append(c.single, c.multi...) {
+				if got[s] {
+					t.Fatalf("order %v: subscriber %d collected twice", order, s.id)
+				}
+				got[s] = true
+			}
+			if !maps.Equal(got, left) {
+				t.Fatalf("order %v: collected %d subscribers, want %d", order, len(got), len(left))
+			}
+		}
+		check()
+		for _, i := range order {
+			subs.remove("plant/line1/temp", all[i])
+			subs.remove("plant/line1/temp", all[i]) // twice: a no-op
+			delete(left, all[i])
+			check()
+		}
+		if !subs.empty() {
+			t.Fatalf("order %v: subscriptions not empty after every subscriber left: %+v", order, subs.exact)
+		}
 	}
 }
