@@ -137,7 +137,7 @@ func TestPublishAllocs(t *testing.T) {
 // BenchmarkSubscribeClose is a connection's life on the bus without its
 // messages: a subscriber made, one exact filter subscribed (its retained
 // value replayed), the subscriber closed. Subscribing and detaching take
-// the trie lock for writing, every shard's reader lock (Bus.lockTrie).
+// the trie lock for writing: every one of its stripes (trieLock).
 func BenchmarkSubscribeClose(b *testing.B) {
 	bus := New(Options{})
 	if err := bus.Publish("plant/line1/temp", []byte("21.5"), "bench"); err != nil {

@@ -13,9 +13,8 @@ import (
 // allocation is not aligned to a line, so what keeps two written fields
 // off one line is a full line between them: between one shard's data and
 // the next's, between the trie lock's stripes, and on both sides of the
-// sequence. The line is the
-// platform's as golang.org/x/sys/cpu knows it (64 bytes on amd64 and
-// arm64, 32 on arm).
+// sequence. The line is the platform's as golang.org/x/sys/cpu knows it
+// (64 bytes on amd64 and arm64, 32 on arm).
 func TestLayoutKeepsWritersApart(t *testing.T) {
 	line := unsafe.Sizeof(cpu.CacheLinePad{})
 	var b Bus
