@@ -63,6 +63,32 @@ func TestFanOutEncodesOnce(t *testing.T) {
 	}
 }
 
+// A message that cannot be framed (a source name past the PUB frame's 255
+// bytes) is skipped and not counted as delivered; the one after it is
+// delivered in the same batch, and counted.
+func TestUnencodableDeliverySkipped(t *testing.T) {
+	b := newBus(bus.Options{})
+	h := New(config.Private{}, b, nil)
+	ts := openSession(t, h)
+	ts.hello()
+	if err := ts.feed(subFrame(TypeSub, 0, "plant/#")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Publish("plant/1/temp", []byte("21.5"), string(bytes.Repeat([]byte{'s'}, 300))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Publish("plant/2/temp", []byte("22.5"), "modbus"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ts.deliveries()
+	if err != nil || len(got) != 1 || string(got[0].Topic) != "plant/2/temp" {
+		t.Fatalf("deliveries: %+v, %v; want plant/2/temp alone", got, err)
+	}
+	if st := h.Stats(); st.Delivered != 1 {
+		t.Fatalf("delivered %d, want 1", st.Delivered)
+	}
+}
+
 // BenchmarkFanOut delivers each publish to n sessions, as a worker does
 // after one publish: ns and allocations per delivery.
 func BenchmarkFanOut(b *testing.B) {
