@@ -3,6 +3,7 @@ package private
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/edgemux/edgemux/config"
@@ -121,4 +122,52 @@ func BenchmarkFanOut(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
 		})
 	}
+}
+
+// BenchmarkFanOutTwoWorkers is BenchmarkFanOut's 1,000 subscribers split
+// between two goroutines that deliver at once, as two workers do: what
+// their sessions share (the handler's counters, the messages' shared
+// frames) is written from both cores.
+func BenchmarkFanOutTwoWorkers(b *testing.B) {
+	const n = 1000
+	bb := newBus(bus.Options{MaxSubscribers: n})
+	h := New(config.Private{}, bb, nil)
+	conns := make([]*fakeConn, n)
+	sess := make([]protocols.Notified, n)
+	for i := range n {
+		conns[i] = &fakeConn{}
+		s, _ := h.Open(conns[i])
+		if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, "plant/#")...)); err != nil {
+			b.Fatal(err)
+		}
+		sess[i] = s.(protocols.Notified)
+		conns[i].out.Reset()
+	}
+	payload := bytes.Repeat([]byte("x"), 64)
+	start := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var done sync.WaitGroup
+	for w := range 2 {
+		go func() {
+			for range start[w] {
+				for i := w; i < n; i += 2 {
+					_ = sess[i].Notified()
+					conns[i].out.Reset()
+				}
+				done.Done()
+			}
+		}()
+	}
+	b.ReportAllocs()
+	for b.Loop() { // eight publishes, then both workers deliver their halves
+		for range 8 {
+			_ = bb.Publish("plant/1/temp", payload, "modbus")
+		}
+		done.Add(2)
+		start[0] <- struct{}{}
+		start[1] <- struct{}{}
+		done.Wait()
+	}
+	close(start[0])
+	close(start[1])
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*8), "ns/delivery")
 }
