@@ -150,7 +150,9 @@ func BenchmarkFanOutTwoWorkers(b *testing.B) {
 		go func() {
 			for range start[w] {
 				for i := w; i < n; i += 2 {
-					_ = sess[i].Notified()
+					if err := sess[i].Notified(); err != nil {
+						b.Error(err)
+					}
 					conns[i].out.Reset()
 				}
 				done.Done()
@@ -160,7 +162,9 @@ func BenchmarkFanOutTwoWorkers(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() { // eight publishes, then both workers deliver their halves
 		for range 8 {
-			_ = bb.Publish("plant/1/temp", payload, "modbus")
+			if err := bb.Publish("plant/1/temp", payload, "modbus"); err != nil {
+				b.Fatal(err)
+			}
 		}
 		done.Add(2)
 		start[0] <- struct{}{}
