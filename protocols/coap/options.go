@@ -19,8 +19,8 @@ const (
 	optSize2         = message.Size2
 )
 
-// etagOf is a value's ETag: its bus sequence number, which changes with
-// every publish.
+// etagOf is a value's ETag: its bus sequence number, which grows with
+// every publish to its topic.
 func etagOf(m *bus.Message) []byte {
 	var tag [8]byte
 	binary.BigEndian.PutUint64(tag[:], m.Seq)

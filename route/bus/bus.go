@@ -66,7 +66,7 @@ type Message struct {
 	Payload  []byte
 	Src      string     // protocol it came from: "private", "modbus", "coap", "ws", ...
 	TS       int64      // unix nanoseconds at publish (from Options.Now)
-	Seq      uint64     // bus-wide publish sequence, starting at 1
+	Seq      uint64     // the publish's number in its topic's cache shard, from 1: grows with each publish to the topic, unique within it
 	ext      *sharedExt // encodings and chain, shared by every copy of a published message; nil for one built by hand
 	Retained bool       // replayed from the LVC for a new subscription, not live
 }
@@ -188,16 +188,13 @@ const shardCount = 64
 // the others only read, and off each other's where it can: the workers
 // publish on all cores at once, and a line that two of them write moves
 // between their caches on every publish. Each shard is a line apart from
-// the next (shard) and counts its topics' deliveries (shardData); the
-// trie's lock is striped (trieLock). The one figure every publish must
-// take from one place, the sequence, has a line to itself.
+// the next (shard) and numbers its topics' publishes and counts their
+// deliveries (shardData); the trie's lock is striped (trieLock), a line
+// apart from what follows it.
 type Bus struct {
 	shards [shardCount]shard
 	trie   trieLock // guards root, as well as Subscriber.filters and .detached
-
-	_   cpu.CacheLinePad
-	seq atomic.Uint64
-	_   cpu.CacheLinePad
+	_      cpu.CacheLinePad
 
 	opt  Options
 	seed maphash.Seed
@@ -400,13 +397,15 @@ func (t *tally) flush(sh *shard) {
 
 // Stats returns a snapshot of the counters.
 func (b *Bus) Stats() Stats {
-	delivered, dropped := b.replayed.Load(), uint64(0)
+	var published, dropped uint64
+	delivered := b.replayed.Load()
 	for i := range b.shards {
+		published += b.shards[i].seq.Load() // each accepted publish takes its shard's next number (store)
 		delivered += b.shards[i].delivered.Load()
 		dropped += b.shards[i].dropped.Load()
 	}
 	return Stats{
-		Published:    b.seq.Load(), // each accepted publish takes the next sequence number (store)
+		Published:    published,
 		Rejected:     b.rejected.Load(),
 		CacheFull:    b.cacheFull.Load(),
 		OverQuota:    b.overQuota.Load(),

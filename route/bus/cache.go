@@ -54,9 +54,11 @@ type shardData struct {
 	born  uint64   // the next birth number
 	dead  int      // dead entries in order
 
-	// The deliveries of the publishes to this shard's topics: counted
-	// here, they share the cache lines a publish's store writes anyway,
-	// not a line that publishes on every core write (Bus).
+	// The publish sequence of this shard's topics (written under mu) and
+	// the deliveries of their publishes: kept here, they share the cache
+	// lines a publish's store writes anyway, not a line that publishes on
+	// every core write (Bus).
+	seq                atomic.Uint64
 	delivered, dropped atomic.Uint64
 }
 
@@ -98,7 +100,7 @@ func (q *Quota) Added() int { return int(q.added) }
 // store assigns m its sequence number and makes it its topic's last
 // value, or refuses it: ErrTopicQuota when the topic is new and q has
 // added its quota, ErrCacheFull when it is new and the cache is full.
-// Assigning the sequence under the shard lock keeps each topic's cached
+// Assigning the shard's sequence under its lock keeps each topic's cached
 // value the one with the highest sequence. chained, if not nil, is m's
 // shared copy: it takes the same sequence and joins the topic's chain.
 // Both take the cache entry's topic string, so the messages of a topic
@@ -127,7 +129,7 @@ func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool) err
 		e = sh.add(topic)
 	}
 	m.Topic = e.msg.Topic
-	m.Seq = b.seq.Add(1)
+	m.Seq = sh.seq.Add(1)
 	e.msg, e.has = *m, true
 	e.msg.ext = nil // the cache keeps no encodings (encoding.go)
 	if chained != nil {

@@ -213,15 +213,20 @@ func matchesAny(filters []string, topic string) bool {
 	return false
 }
 
-// checkOnce asserts want messages, each sequence number once.
+// checkOnce asserts want messages, each (topic, sequence number) once.
 func checkOnce(t *testing.T, filters []string, got []Message, want int) {
 	t.Helper()
-	seen := make(map[uint64]bool, len(got))
+	type key struct {
+		topic string
+		seq   uint64
+	}
+	seen := make(map[key]bool, len(got))
 	for _, m := range got {
-		if seen[m.Seq] {
-			t.Errorf("%v: seq %d delivered twice", filters, m.Seq)
+		k := key{m.Topic, m.Seq}
+		if seen[k] {
+			t.Errorf("%v: %s seq %d delivered twice", filters, m.Topic, m.Seq)
 		}
-		seen[m.Seq] = true
+		seen[k] = true
 		if !matchesAny(filters, m.Topic) {
 			t.Errorf("%v: got unmatched topic %q", filters, m.Topic)
 		}

@@ -15,12 +15,12 @@ import (
 // the replay resumes where it stopped at the next Drain, which the
 // owner calls when its peer has taken the last batch.
 //
-// A replay is a filter, the last sequence number it replays (the bus
-// sequence when the filter went into the trie: every later publish
-// reaches the subscriber live) and a cursor: a shard and a birth number
-// in that shard's order. An entry whose value is newer than upTo is
-// skipped: that value reaches the subscriber live, so the older one must
-// not follow it.
+// A replay is a filter, the last sequence number it replays in each shard
+// (the shard's sequence when the filter went into the trie: every later
+// publish reaches the subscriber live) and a cursor: a shard and a birth
+// number in that shard's order. An entry whose value is newer than its
+// bound is skipped: that value reaches the subscriber live, so the older
+// one must not follow it.
 
 // replayScan bounds the cache entries one Drain reads for replays,
 // matching or not: a filter that matches few of many topics costs
@@ -30,9 +30,40 @@ const replayScan = 4096
 // replay is a retained replay in progress.
 type replay struct {
 	filter string
-	upTo   uint64 // replay values with a sequence up to this
-	shard  int    // the shard to read next
-	born   uint64 // the first birth number not read yet in that shard
+	upTo   replayBound // replay values with a sequence up to this
+	shard  int         // the shard to read next
+	born   uint64      // the first birth number not read yet in that shard
+}
+
+// replayBound is where a replay stops. An exact filter's topic lives in
+// one shard, so it needs that shard's number; a wildcard filter's topics
+// may be in any, so it keeps one per shard (512 bytes, while the replay
+// runs).
+type replayBound struct {
+	one    uint64              // an exact filter's
+	shards *[shardCount]uint64 // a wildcard filter's, by shard
+}
+
+// replayBound reads the bound of a filter going into the trie now; the
+// trie is held for writing, so no publish is between its store and its
+// delivery.
+func (b *Bus) replayBound(filter string) replayBound {
+	if !hasWildcard(filter) {
+		return replayBound{one: b.shardFor(filter).seq.Load()}
+	}
+	var all [shardCount]uint64
+	for i := range b.shards {
+		all[i] = b.shards[i].seq.Load()
+	}
+	return replayBound{shards: &all}
+}
+
+// in reports whether a value numbered seq in shard i is the replay's.
+func (u replayBound) in(i int, seq uint64) bool {
+	if u.shards != nil {
+		return seq <= u.shards[i]
+	}
+	return seq <= u.one
 }
 
 // Batch is what one Drain took.
@@ -44,7 +75,7 @@ type Batch struct {
 
 // startReplay queues the replay of filter's retained values up to upTo,
 // and wakes the owner if it had nothing to do.
-func (s *Subscriber) startReplay(filter string, upTo uint64) {
+func (s *Subscriber) startReplay(filter string, upTo replayBound) {
 	s.mu.Lock()
 	if s.closed || s.cut.Load() {
 		s.mu.Unlock()
@@ -173,7 +204,7 @@ func (b *Bus) replayStep(r *replay, dst []Message, used, maxBytes int, scanned *
 	if !hasWildcard(r.filter) {
 		sh := b.shardFor(r.filter)
 		sh.mu.RLock()
-		if e := sh.m[r.filter]; e != nil && e.has && e.msg.Seq <= r.upTo {
+		if e := sh.m[r.filter]; e != nil && e.has && e.msg.Seq <= r.upTo.one {
 			dst, used = appendRetained(dst, used, &e.msg)
 		}
 		sh.mu.RUnlock()
@@ -192,7 +223,7 @@ func (b *Bus) replayStep(r *replay, dst []Message, used, maxBytes int, scanned *
 			e := sh.order[i]
 			*scanned++
 			r.born = e.born + 1
-			if e.has && e.msg.Seq <= r.upTo && matchValid(r.filter, e.msg.Topic) {
+			if e.has && r.upTo.in(r.shard, e.msg.Seq) && matchValid(r.filter, e.msg.Topic) {
 				dst, used = appendRetained(dst, used, &e.msg)
 			}
 		}

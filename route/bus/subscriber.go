@@ -102,10 +102,11 @@ func (s *Subscriber) subscribe(filter string, replay bool) error {
 	b.root.insert(filter, s)
 	s.filters = append(s.filters, filter)
 	// Publishes up to here updated the cache without seeing this filter;
-	// later ones will see it. Replay only the former.
-	upTo := b.seq.Load()
+	// later ones will see it. Replay only the former: per shard, up to
+	// the number its sequence has reached.
+	upTo := b.replayBound(filter)
 	b.trie.Unlock()
-	if replay && (hasWildcard(filter) || b.cachedBy(filter, upTo)) {
+	if replay && (upTo.shards != nil || b.cachedBy(filter, upTo.one)) {
 		s.startReplay(filter, upTo)
 	}
 	return nil

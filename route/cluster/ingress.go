@@ -195,8 +195,9 @@ func (l *Link) handleValue(tokens string, h nats.Header, data []byte, how arriva
 	}
 }
 
-// version places a message in its origin's order: the origin link's
-// start (epoch) and the origin bus's publish sequence.
+// version places a message in its origin's order on its topic: the
+// origin link's start (epoch) and the origin bus's sequence number, which
+// grows with every publish to the topic (bus.Message.Seq).
 type version struct {
 	origin string
 	epoch  int64
