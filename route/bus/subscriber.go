@@ -104,7 +104,10 @@ func (s *Subscriber) subscribe(filter string, replay bool) error {
 	// Publishes up to here updated the cache without seeing this filter;
 	// later ones will see it. Replay only the former: per shard, up to
 	// the number its sequence has reached.
-	upTo := b.replayBound(filter)
+	var upTo replayBound
+	if replay {
+		upTo = b.replayBound(filter)
+	}
 	b.trie.Unlock()
 	if replay && (upTo.shards != nil || b.cachedBy(filter, upTo.one)) {
 		s.startReplay(filter, upTo)
