@@ -90,24 +90,31 @@ func TestUnencodableDeliverySkipped(t *testing.T) {
 	}
 }
 
+// fanOutSessions opens n sessions on a bus of their own, each said HELLO
+// and subscribed to "plant/#", their output emptied.
+func fanOutSessions(b *testing.B, n int) (*bus.Bus, []*fakeConn, []protocols.Notified) {
+	bb := newBus(bus.Options{MaxSubscribers: n})
+	h := New(config.Private{}, bb, nil)
+	conns := make([]*fakeConn, n)
+	sess := make([]protocols.Notified, n)
+	for i := range n {
+		conns[i] = &fakeConn{}
+		s, _ := h.Open(conns[i])
+		if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, "plant/#")...)); err != nil {
+			b.Fatal(err)
+		}
+		sess[i] = s.(protocols.Notified)
+		conns[i].out.Reset()
+	}
+	return bb, conns, sess
+}
+
 // BenchmarkFanOut delivers each publish to n sessions, as a worker does
 // after one publish: ns and allocations per delivery.
 func BenchmarkFanOut(b *testing.B) {
 	for _, n := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
-			bb := newBus(bus.Options{MaxSubscribers: n})
-			h := New(config.Private{}, bb, nil)
-			conns := make([]*fakeConn, n)
-			sess := make([]protocols.Notified, n)
-			for i := range n {
-				conns[i] = &fakeConn{}
-				s, _ := h.Open(conns[i])
-				if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, "plant/#")...)); err != nil {
-					b.Fatal(err)
-				}
-				sess[i] = s.(protocols.Notified)
-				conns[i].out.Reset()
-			}
+			bb, conns, sess := fanOutSessions(b, n)
 			payload := bytes.Repeat([]byte("x"), 64)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -130,19 +137,7 @@ func BenchmarkFanOut(b *testing.B) {
 // frames) is written from both cores.
 func BenchmarkFanOutTwoWorkers(b *testing.B) {
 	const n = 1000
-	bb := newBus(bus.Options{MaxSubscribers: n})
-	h := New(config.Private{}, bb, nil)
-	conns := make([]*fakeConn, n)
-	sess := make([]protocols.Notified, n)
-	for i := range n {
-		conns[i] = &fakeConn{}
-		s, _ := h.Open(conns[i])
-		if _, err := s.Data(append(helloFrame("d"), subFrame(TypeSub, 0, "plant/#")...)); err != nil {
-			b.Fatal(err)
-		}
-		sess[i] = s.(protocols.Notified)
-		conns[i].out.Reset()
-	}
+	bb, conns, sess := fanOutSessions(b, n)
 	payload := bytes.Repeat([]byte("x"), 64)
 	start := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	var done sync.WaitGroup
