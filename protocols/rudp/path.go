@@ -71,11 +71,14 @@ func (c *Conn) pathChallengeDue(now int64) bool {
 }
 
 // challengeSent schedules the next retransmission, or gives the
-// candidate up after maxChallenges.
+// candidate up after maxChallenges. The interval is the RTO without the
+// data's backoff: that backoff counts timeouts of data sent where the
+// client no longer was (the rebinding itself), and at its two-second cap
+// five challenges took ten seconds while the data waited for the path.
 func (c *Conn) challengeSent(now int64) {
 	p := &c.path
 	p.tries++
-	p.challengeAt = now + int64(max(c.rto(), 50*time.Millisecond))
+	p.challengeAt = now + int64(max(c.rtt.baseRTO(c.cfg.MinRTO, c.cfg.MaxRTO), 50*time.Millisecond))
 }
 
 // onPathTimer gives up a candidate that did not answer.

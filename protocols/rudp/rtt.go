@@ -65,12 +65,16 @@ func (r *rttState) updateMin(rtt time.Duration, now int64) {
 // rto is the retransmission timeout with the current backoff, clamped to
 // [minRTO, maxRTO] (the cap applies to the backoff too).
 func (r *rttState) rto(minRTO, maxRTO time.Duration) time.Duration {
-	base := r.srtt + max(4*r.rttvar, time.Millisecond)
-	base = max(base, minRTO)
+	base := r.baseRTO(minRTO, maxRTO)
 	for i := uint8(0); i < r.backoff && base < maxRTO; i++ {
 		base *= 2
 	}
 	return min(base, maxRTO)
+}
+
+// baseRTO is the retransmission timeout without backoff.
+func (r *rttState) baseRTO(minRTO, maxRTO time.Duration) time.Duration {
+	return min(max(r.srtt+max(4*r.rttvar, time.Millisecond), minRTO), maxRTO)
 }
 
 // smoothed is SRTT, or the initial estimate before any sample.

@@ -145,6 +145,59 @@ func TestRebindingMidStream(t *testing.T) {
 	}
 }
 
+// TestRebindingAfterBackoff: the server's data to a client went
+// unanswered long enough to back its retransmission timer off to the
+// cap, and meanwhile the client's NAT gave it a new port. The client's
+// next packet makes that port the candidate, whose credit holds the data
+// back until it answers a challenge; the first challenge is lost. The
+// challenge is retried on the path's own round-trip estimate, not on the
+// data's backed-off timer, and once the path is validated the data goes
+// at once. (Retried at the backed-off two seconds, five lost challenges
+// took ten seconds, and a client with nothing more to say waited for its
+// keepalive: the gateway's lossy relay test stalled about once in a
+// hundred runs.)
+func TestRebindingAfterBackoff(t *testing.T) {
+	s := newSim(t, 27, Config{}, noImpairment())
+	c := s.addClient(Config{})
+	s.established()
+	sc := s.ep.Session(c.ID())
+	const total = 50
+	for i := range total {
+		if err := sc.Send(testMessage(1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.net.SetImpairment(false, lossy.Impairment{Loss: 1})
+	s.runUntil(s.now.Add(8*time.Second), nil)
+	if sc.rtt.backoff < 3 {
+		t.Fatalf("backoff %d after 8 s of silence: the setup did not back the timer off", sc.rtt.backoff)
+	}
+	fresh := s.net.Rebind(c.addr)
+	if err := c.Send([]byte("from the new port")); err != nil {
+		t.Fatal(err)
+	}
+	s.runUntil(s.now.Add(time.Second), func() bool { return sc.Stats().PathChallenges > 0 })
+	if !sc.path.candActive || sc.Stats().PathChallenges != 1 { // its first challenge is lost
+		t.Fatalf("no candidate after the rebinding: %s", sc.debugString())
+	}
+	s.runUntil(s.now.Add(50*time.Millisecond), nil)
+	s.net.SetImpairment(false, lossy.Impairment{})
+	healed := s.now
+	s.runUntil(s.now.Add(time.Minute), func() bool { return len(c.received) == total })
+	if err := checkStream(c.received, 1, total); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Peer() != fresh || sc.Stats().Migrations != 1 {
+		t.Fatalf("peer %v (want %v), %d migrations", sc.Peer(), fresh, sc.Stats().Migrations)
+	}
+	// Virtual time: MinRTO for the second challenge, a round trip, and the
+	// data's transmission; the backed-off timer alone is 2 s.
+	t.Logf("healed after %v", s.now.Sub(healed))
+	if took := s.now.Sub(healed); took > time.Second {
+		t.Fatalf("the data reached the new port %v after the path healed", took)
+	}
+}
+
 // TestUnvalidatedPathAmplification: a packet of a session, forged from
 // another address, makes the server send there no more than three times
 // what came from there, while it has plenty to send; the real client,
