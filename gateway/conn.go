@@ -43,21 +43,23 @@ func newConn(w *worker, fd int, gen uint32, peer netip.AddrPort, proto sniff.Pro
 	return &conn{w: w, fd: int32(fd), gen: gen, peerIP: peer.Addr().As16(), peerPort: peer.Port(), proto: proto, reason: reason}
 }
 
-// connIO is what a busy connection buffers: [ioIn] the input the session
-// has not consumed yet, [ioOut] the output the socket has not taken yet.
-type connIO [2][]byte
-
-const (
-	ioIn = iota
-	ioOut
-)
+// connIO is what a busy connection buffers: the input the session has not
+// consumed yet, and the output the socket has not taken yet. The output is
+// bytes of the connection's own (out), then frames kept by reference
+// (refs): read-only encodings that other connections' outputs hold too
+// (WriteShared), so a fan-out's leftovers cost a slice header per frame
+// per connection, not the frame's bytes.
+type connIO struct {
+	in, out []byte
+	refs    [][]byte
+	refN    int // bytes in refs
+}
 
 var _ protocols.Conn = (*conn)(nil)
 
 func (c *conn) id() uint64               { return uint64(c.fd)<<32 | uint64(c.gen) }
 func (c *conn) ID() uint64               { return c.id() }
 func (c *conn) Reason() protocols.Reason { return reasonNames[c.reason] }
-func (c *conn) Buffered() int            { return len(c.output()) }
 func (c *conn) Notify()                  { c.w.notify(c) }
 func (c *conn) CountDropped(n int)       { c.w.g.reg.CountDropped(int(c.fd), c.gen, n) }
 func (c *conn) highWater() int           { return c.w.g.rt.Load().limits.OutputHighWater }
@@ -74,34 +76,56 @@ func (c *conn) Peer() netip.AddrPort {
 // for its session but lingering.
 func (c *conn) live() bool { return !c.closed || c.lingering }
 
-// input and output are the buffered bytes, nil when there are none.
-func (c *conn) input() []byte  { return c.buffered(ioIn) }
-func (c *conn) output() []byte { return c.buffered(ioOut) }
-
-func (c *conn) buffered(which int) []byte {
+// input is the buffered input, nil when there is none.
+func (c *conn) input() []byte {
 	if c.io == nil {
 		return nil
 	}
-	return c.io[which]
+	return c.io.in
+}
+
+// Buffered is how many output bytes wait for the socket, own and shared.
+func (c *conn) Buffered() int {
+	if c.io == nil {
+		return 0
+	}
+	return len(c.io.out) + c.io.refN
 }
 
 // setInput and setOutput keep b (nil or empty: none) and let the buffers
-// go once both are empty.
-func (c *conn) setInput(b []byte)  { c.keep(ioIn, b) }
-func (c *conn) setOutput(b []byte) { c.keep(ioOut, b) }
-
-func (c *conn) keep(which int, b []byte) {
+// go once nothing is buffered.
+func (c *conn) setInput(b []byte) {
 	if len(b) == 0 {
 		b = nil
 	}
-	if c.io == nil {
-		if b == nil {
-			return
-		}
+	if c.buffers(b != nil) {
+		c.io.in = b
+		c.tidy()
+	}
+}
+
+func (c *conn) setOutput(b []byte) {
+	if len(b) == 0 {
+		b = nil
+	}
+	if c.buffers(b != nil) {
+		c.io.out = b
+		c.tidy()
+	}
+}
+
+// buffers makes sure c has its buffers when it is to keep something; it
+// reports whether c has them.
+func (c *conn) buffers(keep bool) bool {
+	if c.io == nil && keep {
 		c.io = &connIO{}
 	}
-	c.io[which] = b
-	if c.io[ioIn] == nil && c.io[ioOut] == nil {
+	return c.io != nil
+}
+
+// tidy lets the buffers go once nothing is buffered.
+func (c *conn) tidy() {
+	if io := c.io; io.in == nil && io.out == nil && len(io.refs) == 0 {
 		c.io = nil
 	}
 }
@@ -119,13 +143,20 @@ func (c *conn) Write(p []byte) error {
 	if c.closed {
 		return protocols.ErrClosed
 	}
-	out := c.output()
-	if len(out) > 0 && len(out)+len(p) > c.highWater() {
-		c.w.g.metrics.backpressure.Inc()
-		return protocols.ErrBackpressure
+	if len(p) == 0 {
+		return nil
 	}
-	if len(out) > 0 {
-		c.setOutput(append(out, p...))
+	if queued := c.Buffered(); queued > 0 {
+		if queued+len(p) > c.highWater() {
+			c.w.g.metrics.backpressure.Inc()
+			return protocols.ErrBackpressure
+		}
+		if len(c.io.refs) > 0 { // after the shared frames, a copy of its own
+			c.io.refs = append(c.io.refs, append([]byte(nil), p...))
+			c.io.refN += len(p)
+		} else {
+			c.io.out = append(c.io.out, p...)
+		}
 		return nil
 	}
 	n, err := writeFD(int(c.fd), p)
@@ -135,12 +166,70 @@ func (c *conn) Write(p []byte) error {
 	}
 	if n < len(p) {
 		c.setOutput(append([]byte(nil), p[n:]...))
-		if testHookWriteAgain != nil {
-			testHookWriteAgain()
-		}
-		c.armWrite()
+		c.wroteShort()
 	}
 	return nil
+}
+
+// WriteShared is Write for p made of frames that the caller shares with
+// other connections and nobody changes (protocols.SharedWriter): p is the
+// frames one after the other. What the socket does not take is kept as
+// references to the frames, not copied.
+func (c *conn) WriteShared(p []byte, frames [][]byte) error {
+	if c.closed {
+		return protocols.ErrClosed
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if queued := c.Buffered(); queued > 0 {
+		if queued+len(p) > c.highWater() {
+			c.w.g.metrics.backpressure.Inc()
+			return protocols.ErrBackpressure
+		}
+		c.keepFrames(frames, 0)
+		return nil
+	}
+	n, err := writeFD(int(c.fd), p)
+	if err != nil && !errors.Is(err, errAgain) {
+		c.Close(err)
+		return err
+	}
+	if n < len(p) {
+		c.keepFrames(frames, n)
+		c.wroteShort()
+	}
+	return nil
+}
+
+// keepFrames queues frames by reference, less their first skip bytes (the
+// socket took those).
+func (c *conn) keepFrames(frames [][]byte, skip int) {
+	c.buffers(true)
+	for _, f := range frames {
+		if skip >= len(f) {
+			skip -= len(f)
+			continue
+		}
+		f, skip = f[skip:], 0
+		c.io.refs = append(c.io.refs, f)
+		c.io.refN += len(f)
+	}
+	if testHookKeptFrames != nil {
+		testHookKeptFrames(c.id(), c.io.refs)
+	}
+}
+
+// testHookKeptFrames sees a connection's frames kept by reference, on its
+// worker, each time more are kept.
+var testHookKeptFrames func(conn uint64, refs [][]byte)
+
+// wroteShort follows a write the socket did not take all of.
+func (c *conn) wroteShort() {
+	if testHookWriteAgain != nil {
+		testHookWriteAgain()
+	}
+	c.armWrite()
 }
 
 // testHookWriteAgain runs between a write's EAGAIN and the arm, where a
@@ -162,24 +251,52 @@ func (c *conn) armWrite() {
 // flush writes buffered output after an EPOLLOUT edge. Once a lingering
 // connection's output is out, its write side is shut.
 func (c *conn) flush() {
-	out := c.output()
-	for len(out) > 0 {
-		n, err := writeFD(int(c.fd), out)
-		out = out[n:]
-		if errors.Is(err, errAgain) {
-			c.setOutput(out)
-			return
-		}
-		if err != nil {
-			c.fail(err)
+	if c.io != nil {
+		if err := c.writeBuffered(); err != nil {
+			if !errors.Is(err, errAgain) {
+				c.fail(err)
+			}
 			return
 		}
 	}
-	c.setOutput(nil)
 	c.slotWantsWrite(false)
 	if c.lingering {
 		c.shutWrite()
 	}
+}
+
+// writeBuffered writes the buffered output until the socket takes no
+// more (errAgain) or all of it is out; the shared frames go with writev,
+// up to the system's iovec limit a call.
+func (c *conn) writeBuffered() error {
+	io := c.io
+	for len(io.out) > 0 {
+		n, err := writeFD(int(c.fd), io.out)
+		io.out = io.out[n:]
+		if err != nil {
+			return err
+		}
+	}
+	io.out = nil
+	for len(io.refs) > 0 {
+		n, err := writevFD(int(c.fd), io.refs[:min(len(io.refs), maxIovecs)], &c.w.iovecs)
+		io.refN -= n
+		for n > 0 { // drop what was written, the socket took n bytes
+			if n < len(io.refs[0]) {
+				io.refs[0] = io.refs[0][n:]
+				break
+			}
+			n -= len(io.refs[0])
+			io.refs[0] = nil
+			io.refs = io.refs[1:]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	io.refs = nil
+	c.tidy()
+	return nil
 }
 
 // answered ends the probe window: the peer spoke, so the pool's own idle
@@ -212,7 +329,7 @@ func (c *conn) Close(reason error) {
 		c.release()
 		return
 	}
-	if len(c.output()) == 0 {
+	if c.Buffered() == 0 {
 		c.shutWrite()
 	} // else flush shuts it once the output is out
 	c.setInput(nil)
@@ -252,8 +369,8 @@ func (c *conn) release() {
 		return // released already
 	}
 	c.lingering = false
-	if out := c.output(); len(out) > 0 {
-		writeFD(int(c.fd), out) // best effort: the peer may have gone
+	if c.io != nil {
+		c.writeBuffered() // best effort: the peer may have gone
 	}
 	c.io = nil
 	w.conns[c.fd] = nil

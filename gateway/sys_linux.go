@@ -46,6 +46,26 @@ func writeFD(fd int, p []byte) (int, error) {
 	return done, nil
 }
 
+// maxIovecs is the most buffers one writev takes (IOV_MAX on Linux).
+const maxIovecs = 1024
+
+// writevFD writes bufs (at most maxIovecs, none empty) as far as the
+// socket takes them in one writev, retrying EINTR; iov is the caller's
+// scratch. It returns the bytes written, and errAgain when the socket
+// buffer is full.
+func writevFD(fd int, bufs [][]byte, iov *[]unix.Iovec) (int, error) {
+	for {
+		n, err := sockWritev(fd, bufs, iov)
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return 0, err // a failed call wrote nothing (unix.Writev says -1)
+		default:
+			return n, nil
+		}
+	}
+}
+
 // peekFD looks at the socket's pending bytes without consuming them. It
 // calls recvfrom itself: unix.Recvfrom allocates a 112-byte address buffer
 // per call (it escapes), garbage at every new connection's first look.

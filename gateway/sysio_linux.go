@@ -48,6 +48,23 @@ func sockWrite(fd int, p []byte) (int, error) {
 	return int(n), nil
 }
 
+// sockWritev is writev(2) of bufs (none empty) on a connection's socket,
+// raw like sockWrite; iov is the caller's scratch.
+func sockWritev(fd int, bufs [][]byte, iov *[]unix.Iovec) (int, error) {
+	v := (*iov)[:0]
+	for _, b := range bufs {
+		v = append(v, unix.Iovec{Base: &b[0]})
+		v[len(v)-1].SetLen(len(b))
+	}
+	*iov = v
+	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(v))), uintptr(len(v)))
+	clear(v) // the scratch pins no frame
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 // bufPtr is p's first byte, or nil for an empty p.
 func bufPtr(p []byte) unsafe.Pointer {
 	if len(p) == 0 {

@@ -12,3 +12,5 @@ import "golang.org/x/sys/unix"
 
 func sockRead(fd int, p []byte) (int, error)  { return unix.Read(fd, p) }
 func sockWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
+
+func sockWritev(fd int, bufs [][]byte, _ *[]unix.Iovec) (int, error) { return unix.Writev(fd, bufs) }

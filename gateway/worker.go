@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
@@ -57,6 +59,7 @@ type worker struct {
 	again  []*conn      // read budget ran out before EAGAIN
 	wheel  *wheel
 	rbuf   []byte
+	iovecs []unix.Iovec // writev's scratch (conn.writeBuffered)
 	ticks  uint64
 	state  atomic.Uint32 // what others ask: workerRunning, workerDraining, workerStopped
 	done   chan struct{}

@@ -123,6 +123,18 @@ type Session interface {
 	Closed(reason error)
 }
 
+// SharedWriter is implemented by connections that can keep what the
+// socket does not take of a write as references to the caller's frames
+// instead of a copy. A fan-out's subscribers share one encoding of each
+// message (bus.Message.Encoded); written with WriteShared, a subscriber
+// that falls behind holds a slice header per frame, not the frame's bytes.
+type SharedWriter interface {
+	// WriteShared is Conn.Write for p made of frames, one after the
+	// other, that nobody changes and that may be kept for as long as the
+	// connection needs them.
+	WriteShared(p []byte, frames [][]byte) error
+}
+
 // Notified is implemented by sessions that use Conn.Notify.
 type Notified interface {
 	// Notified runs on the owning worker after one or more Notify calls.
