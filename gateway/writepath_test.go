@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,44 +73,112 @@ func publishRound(t *testing.T, pub net.Conn, topic string, round int) {
 	}
 }
 
+// TestLargeOutputsArriveWholePrivate: rounds far past the socket buffer
+// reach one reader (messages it alone gets, its output a copy) and two
+// readers (messages they share, their outputs references to the same
+// frames, written with writev), whole and in order, under every policy.
 func TestLargeOutputsArriveWholePrivate(t *testing.T) {
 	for _, policy := range everyPolicy {
-		t.Run(policy, func(t *testing.T) {
-			g := startGateway(t, largeOutputConfig(t, policy), Options{})
-			addr := g.Addr().String()
-			sub, err := rbHelloConn(addr, rbAnySource, "reader")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
-			if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
-				t.Fatal(err)
-			}
-			if err := rbExpectAck(sub, 1); err != nil {
-				t.Fatal(err)
-			}
-			pub, err := rbHelloConn(addr, rbAnySource, "writer")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
-			for round := range writeRounds {
-				publishRound(t, pub, "big/"+strconv.Itoa(round), round)
-				for i := range writeMessages {
-					f, err := rbReadFrame(sub)
-					if err != nil {
-						t.Fatalf("round %d: stalled after %d of %d messages: %v", round, i, writeMessages, err)
-					}
-					m, err := private.DecodePub(f.Payload)
+		for _, readers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%d-readers", policy, readers), func(t *testing.T) {
+				g := startGateway(t, largeOutputConfig(t, policy), Options{})
+				addr := g.Addr().String()
+				subs := make([]net.Conn, readers)
+				for r := range subs {
+					sub, err := rbHelloConn(addr, rbAnySource, "reader"+strconv.Itoa(r))
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := checkRoundPayload(m.Data, round, i); err != nil {
+					defer sub.Close()
+					if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
 						t.Fatal(err)
+					}
+					if err := rbExpectAck(sub, 1); err != nil {
+						t.Fatal(err)
+					}
+					subs[r] = sub
+				}
+				pub, err := rbHelloConn(addr, rbAnySource, "writer")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pub.Close()
+				for round := range writeRounds {
+					publishRound(t, pub, "big/"+strconv.Itoa(round), round)
+					for r, sub := range subs { // the second waits, its output queued, while the first reads
+						for i := range writeMessages {
+							f, err := rbReadFrame(sub)
+							if err != nil {
+								t.Fatalf("round %d reader %d: stalled after %d of %d messages: %v", round, r, i, writeMessages, err)
+							}
+							m, err := private.DecodePub(f.Payload)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if err := checkRoundPayload(m.Data, round, i); err != nil {
+								t.Fatal(err)
+							}
+						}
 					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// TestFanOutOutputsShareFrames: a 4 MiB message to two subscribers that
+// do not read, more than their sockets take. What each socket leaves of
+// it is kept as a reference to the one frame both were delivered, not as
+// a copy: the two outputs end in the same byte of memory.
+func TestFanOutOutputsShareFrames(t *testing.T) {
+	const size = 4 << 20
+	var mu sync.Mutex
+	ends := map[uint64]*byte{} // by connection: where its last kept frame ends
+	testHookKeptFrames = func(conn uint64, refs [][]byte) {
+		last := refs[len(refs)-1]
+		mu.Lock()
+		ends[conn] = &last[len(last)-1]
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookKeptFrames = nil })
+	cfg := largeOutputConfig(t, "entropy")
+	cfg.Private.MaxFrame, cfg.Bus.MaxPayload, cfg.Limits.MaxInput = 2*size, 2*size, 2*size+64
+	g := startGateway(t, cfg, Options{})
+	addr := g.Addr().String()
+	for r := range 2 {
+		sub, err := rbHelloConn(addr, rbAnySource, "idle-reader"+strconv.Itoa(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
+			t.Fatal(err)
+		}
+		if err := rbExpectAck(sub, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub, err := rbHelloConn(addr, rbAnySource, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := rbWrite(pub, rbPubFrame(0, "big/0", bytes.Repeat([]byte{'x'}, size))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both outputs to keep the frame", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ends) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var got []*byte
+	for _, end := range ends {
+		got = append(got, end)
+	}
+	if got[0] != got[1] {
+		t.Fatal("the two outputs keep copies of the frame, not the frame")
 	}
 }
 

@@ -1,6 +1,7 @@
 package private
 
 import (
+	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/route/bus"
 )
 
@@ -52,12 +53,21 @@ func (s *session) Writable() (err error) {
 	return s.deliver()
 }
 
-// deliver writes batches while the socket takes them.
+// deliver writes batches while the socket takes them. A batch whose
+// frames are all shared with other subscribers (a fan-out) is written
+// with protocols.SharedWriter where the connection has it, so what the
+// socket leaves of it stays as references to the shared frames.
 func (s *session) deliver() error {
 	msgs := s.h.msgs.Get(0)
 	defer s.h.msgs.Put(msgs)
 	buf := s.h.out.Get(0)
 	defer s.h.out.Put(buf)
+	sw, _ := s.conn.(protocols.SharedWriter)
+	var frames *[][]byte
+	if sw != nil {
+		frames = s.h.frames.Get(0)
+		defer s.h.frames.Put(frames)
+	}
 	for round := 0; ; round++ {
 		if s.sub.Disconnected() { // the bus's Disconnect policy cut us off
 			out, err := s.fatal((*buf)[:0], CodeSlowConsumer, nil)
@@ -79,11 +89,25 @@ func (s *session) deliver() error {
 		if batch.Dropped > 0 {
 			out = s.dropped(out, batch.Dropped)
 		}
+		shared := sw != nil && batch.Dropped == 0
+		if shared {
+			*frames = (*frames)[:0]
+		}
 		for i := range batch.Msgs {
-			out = s.appendDelivery(out, &batch.Msgs[i])
+			var frame []byte
+			out, frame = s.appendDelivery(out, &batch.Msgs[i])
+			if shared = shared && frame != nil; shared {
+				*frames = append(*frames, frame)
+			}
 		}
 		*buf = out
-		if _, err := s.flush(out); err != nil {
+		var err error
+		if shared {
+			err = s.flushed(sw.WriteShared(out, *frames))
+		} else {
+			_, err = s.flush(out)
+		}
+		if err != nil {
 			return err
 		}
 		if !batch.More {
@@ -108,11 +132,12 @@ var pubEncoding = bus.NewEncoding("private.pub")
 
 // appendDelivery appends one message as a PUB frame: the shared frame
 // when another subscriber encoded it already, else encoded here (and
-// shared, when the message can be).
-func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
+// shared, when the message can be). shared is the frame appended when it
+// is one the message shares, nil otherwise.
+func (s *session) appendDelivery(out []byte, m *bus.Message) (_, shared []byte) {
 	if frame := m.Encoded(pubEncoding); frame != nil {
 		s.h.delivered.Add(s.stripe, 1)
-		return append(out, frame...)
+		return append(out, frame...), frame
 	}
 	dst := out
 	if m.Shared() {
@@ -125,14 +150,15 @@ func (s *session) appendDelivery(out []byte, m *bus.Message) []byte {
 	frame, err := appendPub(dst, pubHead{flags: flags, ts: m.TS}, m.Topic, m.Src, m.Payload)
 	if err != nil { // a source name over 255 bytes: not ours to fix, skip it
 		s.h.log.Warn("delivery not encodable", "topic", m.Topic, "src", m.Src, "err", err)
-		return out
+		return out, nil
 	}
 	s.h.encoded.Add(s.stripe, 1)
 	s.h.delivered.Add(s.stripe, 1)
 	if !m.Shared() {
-		return frame
+		return frame, nil
 	}
-	return append(out, m.SetEncoded(pubEncoding, frame)...)
+	frame = m.SetEncoded(pubEncoding, frame)
+	return append(out, frame...), frame
 }
 
 // pubLen is the size of m's PUB frame.

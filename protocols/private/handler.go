@@ -57,8 +57,9 @@ type Handler struct {
 	bus *bus.Bus
 	log *slog.Logger
 
-	out  protocols.Scratch[byte]        // output buffers, only held during a call
-	msgs protocols.Scratch[bus.Message] // drain buffers, only held during a call
+	out    protocols.Scratch[byte]        // output buffers, only held during a call
+	msgs   protocols.Scratch[bus.Message] // drain buffers, only held during a call
+	frames protocols.Scratch[[]byte]      // a batch's shared frames, only held during a call
 
 	sessions, dropped                   atomic.Uint64
 	rejected, violations, slowConsumers atomic.Uint64
@@ -81,6 +82,7 @@ func New(cfg config.Private, b *bus.Bus, log *slog.Logger) *Handler {
 	// Keep only modest buffers, so one burst does not pin memory.
 	h.out.Min, h.out.Max = 512, 2*flushAt
 	h.msgs.Min, h.msgs.Max = 16, 1024 // a batch is deliverBatch bytes: under 1,024 messages
+	h.frames.Min, h.frames.Max = 16, 1024
 	return h
 }
 
@@ -414,15 +416,19 @@ func (s *session) flush(out []byte) ([]byte, error) {
 	if len(out) == 0 {
 		return out, nil
 	}
-	err := s.conn.Write(out)
-	out = out[:0]
+	return out[:0], s.flushed(s.conn.Write(out))
+}
+
+// flushed is what a write's error means for the session: past the
+// high-water mark, a SLOW_CONSUMER error to the client and the end.
+func (s *session) flushed(err error) error {
 	if errors.Is(err, protocols.ErrBackpressure) {
 		s.h.slowConsumers.Add(1)
 		var notice [HeaderLen + 4 + 32]byte
 		_ = s.conn.Write(AppendError(notice[:0], CodeSlowConsumer, CodeSlowConsumer.Text()))
-		return out, fmt.Errorf("%w: %w", CodeSlowConsumer, err)
+		return fmt.Errorf("%w: %w", CodeSlowConsumer, err)
 	}
-	return out, err
+	return err
 }
 
 // Closed releases the subscriber.
