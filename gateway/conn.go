@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -187,7 +188,7 @@ func (c *conn) WriteShared(p []byte, frames [][]byte) error {
 			c.w.g.metrics.backpressure.Inc()
 			return protocols.ErrBackpressure
 		}
-		c.keepFrames(frames, 0)
+		c.keepFrames(p, frames, 0)
 		return nil
 	}
 	n, err := writeFD(int(c.fd), p)
@@ -196,28 +197,54 @@ func (c *conn) WriteShared(p []byte, frames [][]byte) error {
 		return err
 	}
 	if n < len(p) {
-		c.keepFrames(frames, n)
+		c.keepFrames(p, frames, n)
 		c.wroteShort()
 	}
 	return nil
 }
 
-// keepFrames queues frames by reference, less their first skip bytes (the
-// socket took those).
-func (c *conn) keepFrames(frames [][]byte, skip int) {
+// keepFrames queues frames, less their first skip bytes (the socket took
+// those): the shared ones by reference, and those that lie in p (the
+// caller's own bytes, which it reuses) copied, into one allocation.
+func (c *conn) keepFrames(p []byte, frames [][]byte, skip int) {
 	c.buffers(true)
-	for _, f := range frames {
-		if skip >= len(f) {
-			skip -= len(f)
-			continue
+	rest := func(yield func(f []byte, mine bool)) {
+		left := skip
+		for _, f := range frames {
+			if left >= len(f) {
+				left -= len(f)
+				continue
+			}
+			f, left = f[left:], 0
+			yield(f, inside(p, f))
 		}
-		f, skip = f[skip:], 0
+	}
+	ownN := 0
+	rest(func(f []byte, mine bool) {
+		if mine {
+			ownN += len(f)
+		}
+	})
+	own := make([]byte, 0, ownN)
+	rest(func(f []byte, mine bool) {
+		if mine {
+			at := len(own)
+			own = append(own, f...)
+			f = own[at:len(own):len(own)]
+		}
 		c.io.refs = append(c.io.refs, f)
 		c.io.refN += len(f)
-	}
+	})
 	if testHookKeptFrames != nil {
 		testHookKeptFrames(c.id(), c.io.refs)
 	}
+}
+
+// inside reports whether f lies in p's array.
+func inside(p, f []byte) bool {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(f)))
+	return at >= start && at < start+uintptr(cap(p))
 }
 
 // testHookKeptFrames sees a connection's frames kept by reference, on its

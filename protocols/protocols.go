@@ -130,8 +130,9 @@ type Session interface {
 // that falls behind holds a slice header per frame, not the frame's bytes.
 type SharedWriter interface {
 	// WriteShared is Conn.Write for p made of frames, one after the
-	// other, that nobody changes and that may be kept for as long as the
-	// connection needs them.
+	// other. A frame that lies in p's array is the caller's and is copied
+	// if kept, like Write's bytes; any other is shared: nobody changes it,
+	// and it may be kept for as long as the connection needs it.
 	WriteShared(p []byte, frames [][]byte) error
 }
 
