@@ -127,109 +127,159 @@ func TestLargeOutputsArriveWholePrivate(t *testing.T) {
 }
 
 // TestFanOutOutputsShareFrames: a 4 MiB message to two subscribers that
-// do not read, more than their sockets take. What each socket leaves of
-// it is kept as a reference to the one frame both were delivered, not as
-// a copy: the two outputs end in the same byte of memory.
+// do not read, more than their sockets take, for each protocol that
+// shares its encoding of a delivery. What each socket leaves of it is
+// kept as a reference to the one encoding both were delivered, not as a
+// copy: the two outputs end in the same byte of memory. (A WebSocket
+// frame's header is the connection's own, copied; its JSON is shared.)
 func TestFanOutOutputsShareFrames(t *testing.T) {
 	const size = 4 << 20
-	var mu sync.Mutex
-	ends := map[uint64]*byte{} // by connection: where its last kept frame ends
-	testHookKeptFrames = func(conn uint64, refs [][]byte) {
-		last := refs[len(refs)-1]
-		mu.Lock()
-		ends[conn] = &last[len(last)-1]
-		mu.Unlock()
-	}
-	t.Cleanup(func() { testHookKeptFrames = nil })
-	cfg := largeOutputConfig(t, "entropy")
-	cfg.Private.MaxFrame, cfg.Bus.MaxPayload, cfg.Limits.MaxInput = 2*size, 2*size, 2*size+64
-	g := startGateway(t, cfg, Options{})
-	addr := g.Addr().String()
-	for r := range 2 {
-		sub, err := rbHelloConn(addr, rbAnySource, "idle-reader"+strconv.Itoa(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Close()
-		if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
-			t.Fatal(err)
-		}
-		if err := rbExpectAck(sub, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub, err := rbHelloConn(addr, rbAnySource, "writer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	if err := rbWrite(pub, rbPubFrame(0, "big/0", bytes.Repeat([]byte{'x'}, size))); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "both outputs to keep the frame", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ends) == 2
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	var got []*byte
-	for _, end := range ends {
-		got = append(got, end)
-	}
-	if got[0] != got[1] {
-		t.Fatal("the two outputs keep copies of the frame, not the frame")
-	}
-}
-
-func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
-	for _, policy := range everyPolicy {
-		t.Run(policy, func(t *testing.T) {
-			g := startGateway(t, largeOutputConfig(t, policy), Options{})
+	for _, proto := range []string{"private", "websocket"} {
+		t.Run(proto, func(t *testing.T) {
+			var mu sync.Mutex
+			ends := map[uint64]*byte{} // by connection: where its last kept frame ends
+			testHookKeptFrames = func(conn uint64, refs [][]byte) {
+				last := refs[len(refs)-1]
+				mu.Lock()
+				ends[conn] = &last[len(last)-1]
+				mu.Unlock()
+			}
+			t.Cleanup(func() { testHookKeptFrames = nil })
+			cfg := largeOutputConfig(t, "entropy")
+			cfg.Private.MaxFrame, cfg.Bus.MaxPayload, cfg.Limits.MaxInput = 2*size, 2*size, 2*size+64
+			g := startGateway(t, cfg, Options{})
 			addr := g.Addr().String()
-			ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.Close()
-			for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
-				if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			readWS := func() []byte {
-				ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
-				_, r, err := ws.NextReader()
-				if err != nil {
-					t.Fatalf("read: %v", err)
-				}
-				b, err := io.ReadAll(r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			}
-			if pong := readWS(); !bytes.Contains(pong, []byte(`"pong"`)) {
-				t.Fatalf("ping answered %s", pong)
+			for r := range 2 {
+				idleSubscriber(t, addr, proto, "idle-reader"+strconv.Itoa(r))
 			}
 			pub, err := rbHelloConn(addr, rbAnySource, "writer")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer pub.Close()
-			for round := range writeRounds {
-				publishRound(t, pub, "big/"+strconv.Itoa(round), round)
-				for i := range writeMessages {
-					msg := readWS()
-					topic := fmt.Sprintf(`"topic":"big/%d"`, round)
-					data := `"data":"` + roundIndex(round, i)
-					if !bytes.Contains(msg, []byte(topic)) || !bytes.Contains(msg, []byte(data)) || len(msg) < writeChunk {
-						t.Fatalf("round %d message %d: %.120s (%d bytes)", round, i, msg, len(msg))
-					}
-				}
+			if err := rbWrite(pub, rbPubFrame(0, "big/0", bytes.Repeat([]byte{'x'}, size))); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "both outputs to keep the frame", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(ends) == 2
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			var got []*byte
+			for _, end := range ends {
+				got = append(got, end)
+			}
+			if got[0] != got[1] {
+				t.Fatal("the two outputs keep copies of the frame, not the frame")
 			}
 		})
 	}
+}
+
+// idleSubscriber subscribes to big/# over proto and never reads again;
+// the connection closes when the test ends.
+func idleSubscriber(t *testing.T, addr, proto, name string) {
+	t.Helper()
+	if proto == "private" {
+		sub, err := rbHelloConn(addr, rbAnySource, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
+			t.Fatal(err)
+		}
+		if err := rbExpectAck(sub, 1); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
+		if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
+	for { // the subscription is in place once the ping is answered
+		_, m, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(m, []byte(`"pong"`)) {
+			return
+		}
+	}
+}
+
+// TestLargeOutputsArriveWholeWebSocket is TestLargeOutputsArriveWholePrivate
+// over WebSocket: with two readers, an output is the connection's own
+// frame headers between references to the shared JSON texts.
+func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
+	for _, policy := range everyPolicy {
+		for _, readers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%d-readers", policy, readers), func(t *testing.T) {
+				g := startGateway(t, largeOutputConfig(t, policy), Options{})
+				addr := g.Addr().String()
+				subs := make([]*gws.Conn, readers)
+				for r := range subs {
+					ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer ws.Close()
+					for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
+						if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if pong := readWSMessage(t, ws); !bytes.Contains(pong, []byte(`"pong"`)) {
+						t.Fatalf("ping answered %s", pong)
+					}
+					subs[r] = ws
+				}
+				pub, err := rbHelloConn(addr, rbAnySource, "writer")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pub.Close()
+				for round := range writeRounds {
+					publishRound(t, pub, "big/"+strconv.Itoa(round), round)
+					for r, ws := range subs { // the second waits, its output queued, while the first reads
+						for i := range writeMessages {
+							msg := readWSMessage(t, ws)
+							topic := fmt.Sprintf(`"topic":"big/%d"`, round)
+							data := `"data":"` + roundIndex(round, i)
+							if !bytes.Contains(msg, []byte(topic)) || !bytes.Contains(msg, []byte(data)) || len(msg) < writeChunk {
+								t.Fatalf("round %d reader %d message %d: %.120s (%d bytes)", round, r, i, msg, len(msg))
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// readWSMessage reads one whole message from ws, with the hang guard.
+func readWSMessage(t *testing.T, ws *gws.Conn) []byte {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
+	_, r, err := ws.NextReader()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestWriteEdgeNotLost widens the window between a write's EAGAIN and the

@@ -98,6 +98,9 @@ func (s *session) deliver() error {
 			if err := s.stage(text, true); err != nil {
 				return err
 			}
+			if m.Shared() {
+				s.l.staged(text)
+			}
 		}
 		// The output was empty: this write goes ahead whatever its size.
 		if err := s.flush(); err != nil {

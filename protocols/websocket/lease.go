@@ -50,6 +50,11 @@ type lease struct {
 	s       *session // the borrower; nil while pooled
 	feed    []byte   // what Read serves during one gorilla read
 	out     []byte   // output staged during the call
+	// shared marks the delivery texts in out that are shared with other
+	// subscribers (bus.Message.Encoded), so that what the socket does not
+	// take of them is kept by reference (protocols.SharedWriter).
+	shared []sharedText
+	frames [][]byte // flush's scratch
 
 	batch      uint16 // data messages staged in out since the last flush
 	deliveries uint16 // how many of them are deliveries
@@ -83,6 +88,46 @@ func newLease() *lease {
 // residue is what gorilla has not read of the message it was fed: bytes
 // still in feed, and bytes its read buffer took from feed but never used.
 func (l *lease) residue() int { return len(l.feed) + l.rw.Reader.Buffered() }
+
+// sharedText is a shared delivery text staged in out: the bytes before
+// end are a copy of text.
+type sharedText struct {
+	end  int
+	text []byte
+}
+
+// resetOut empties the staged output.
+func (l *lease) resetOut() {
+	l.out = l.out[:0]
+	clear(l.shared)
+	l.shared = l.shared[:0]
+}
+
+// staged notes that out ends with text, shared with other subscribers,
+// when it does: compressed, the frame carries other bytes.
+func (l *lease) staged(text []byte) {
+	if l.variant == plain {
+		l.shared = append(l.shared, sharedText{end: len(l.out), text: text})
+	}
+}
+
+// stagedFrames is out as frames for protocols.SharedWriter: the shared
+// texts, and the pieces of out between them.
+func (l *lease) stagedFrames() [][]byte {
+	frames, at := l.frames[:0], 0
+	for _, st := range l.shared {
+		if start := st.end - len(st.text); start > at {
+			frames = append(frames, l.out[at:start])
+		}
+		frames = append(frames, st.text)
+		at = st.end
+	}
+	if at < len(l.out) {
+		frames = append(frames, l.out[at:])
+	}
+	l.frames = frames
+	return frames
+}
 
 // maxPooledOut is the largest staging buffer a returned lease keeps, so
 // one burst does not pin memory in the pool.
@@ -139,7 +184,7 @@ func (h *Handler) giveBack(l *lease, clean bool) {
 	if cap(l.out) > maxPooledOut {
 		l.out = nil
 	}
-	l.out = l.out[:0]
+	l.resetOut()
 	h.leases.pool[l.variant].Put(l)
 }
 
@@ -179,7 +224,7 @@ func (h *Handler) synthesize(l *lease, variant int) error {
 		req.Header["Sec-Websocket-Extensions"] = []string{"permessage-deflate"}
 	}
 	ws, err := h.leases.synth[variant].Upgrade(&responseShim{l: l}, req, nil)
-	l.out = l.out[:0]
+	l.resetOut()
 	if err != nil {
 		return fmt.Errorf("%w: making a gorilla Conn: %w", ErrInternal, err)
 	}

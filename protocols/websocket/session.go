@@ -172,7 +172,7 @@ func (s *session) end(err error) error {
 // in the broken call is sent.
 func (s *session) panicked(r any) error {
 	s.closing = true
-	s.l.out = s.l.out[:0]
+	s.l.resetOut()
 	return fmt.Errorf("%w: %v", ErrPanic, r)
 }
 
@@ -189,12 +189,17 @@ func (s *session) flush() error {
 	staged, deliveries := int(l.batch), uint64(l.deliveries)
 	l.batch, l.deliveries = 0, 0
 	var err error
-	if buffered := s.conn.Buffered(); buffered > 0 && buffered+len(l.out) > s.cfg().HighWater {
+	sw, _ := s.conn.(protocols.SharedWriter)
+	switch buffered := s.conn.Buffered(); {
+	case buffered > 0 && buffered+len(l.out) > s.cfg().HighWater:
 		err = protocols.ErrBackpressure
-	} else {
+	case len(l.shared) > 0 && sw != nil:
+		err = sw.WriteShared(l.out, l.stagedFrames())
+		clear(l.frames)
+	default:
 		err = s.conn.Write(l.out)
 	}
-	l.out = l.out[:0]
+	l.resetOut()
 	switch {
 	case err == nil:
 		s.h.n.delivered.Add(deliveries)
