@@ -178,6 +178,75 @@ func TestFanOutOutputsShareFrames(t *testing.T) {
 	}
 }
 
+// TestOwnWriteAfterSharedOutput: a subscriber whose output holds
+// references to shared frames (another subscriber shares them and does
+// not read) sends a PING. Its PONG, written while that output waits, is
+// queued behind it: the subscriber reads every delivery whole and in
+// order, and the PONG once, between two of them.
+func TestOwnWriteAfterSharedOutput(t *testing.T) {
+	var mu sync.Mutex
+	keeping := map[uint64]bool{}
+	testHookKeptFrames = func(conn uint64, _ [][]byte) {
+		mu.Lock()
+		keeping[conn] = true
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookKeptFrames = nil })
+	g := startGateway(t, largeOutputConfig(t, "entropy"), Options{})
+	addr := g.Addr().String()
+	idleSubscriber(t, addr, "private", "idle")
+	sub, err := rbHelloConn(addr, rbAnySource, "reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbExpectAck(sub, 1); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := rbHelloConn(addr, rbAnySource, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	publishRound(t, pub, "big/0", 0)
+	eventually(t, "both outputs to keep frames", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(keeping) == 2
+	})
+	if err := rbWrite(sub, rbPingFrame(7)); err != nil {
+		t.Fatal(err)
+	}
+	pongs := 0
+	for i := 0; i < writeMessages; {
+		f, err := rbReadFrame(sub)
+		if err != nil {
+			t.Fatalf("after %d of %d messages and %d PONGs: %v", i, writeMessages, pongs, err)
+		}
+		switch f.Type {
+		case private.TypePong:
+			pongs++
+		case private.TypePub:
+			m, err := private.DecodePub(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkRoundPayload(m.Data, 0, i); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		default:
+			t.Fatalf("a frame of type %v", f.Type)
+		}
+	}
+	if pongs != 1 {
+		t.Fatalf("%d PONGs among the deliveries, want 1", pongs)
+	}
+}
+
 // idleSubscriber subscribes to big/# over proto and never reads again;
 // the connection closes when the test ends.
 func idleSubscriber(t *testing.T, addr, proto, name string) {
