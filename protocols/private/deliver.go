@@ -1,6 +1,10 @@
 package private
 
 import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/route/bus"
 )
@@ -58,16 +62,10 @@ func (s *session) Writable() (err error) {
 // with protocols.SharedWriter where the connection has it, so what the
 // socket leaves of it stays as references to the shared frames.
 func (s *session) deliver() error {
-	msgs := s.h.msgs.Get(0)
-	defer s.h.msgs.Put(msgs)
-	buf := s.h.out.Get(0)
-	defer s.h.out.Put(buf)
+	scratch := s.h.deliveries.get()
+	defer s.h.deliveries.put(scratch)
+	msgs, buf, frames := &scratch.msgs, &scratch.out, &scratch.frames
 	sw, _ := s.conn.(protocols.SharedWriter)
-	var frames *[][]byte
-	if sw != nil {
-		frames = s.h.frames.Get(0)
-		defer s.h.frames.Put(frames)
-	}
 	for round := 0; ; round++ {
 		if s.sub.Disconnected() { // the bus's Disconnect policy cut us off
 			out, err := s.fatal((*buf)[:0], CodeSlowConsumer, nil)
@@ -90,9 +88,7 @@ func (s *session) deliver() error {
 			out = s.dropped(out, batch.Dropped)
 		}
 		shared := sw != nil && batch.Dropped == 0
-		if shared {
-			*frames = (*frames)[:0]
-		}
+		*frames = (*frames)[:0]
 		for i := range batch.Msgs {
 			var frame []byte
 			out, frame = s.appendDelivery(out, &batch.Msgs[i])
@@ -114,6 +110,40 @@ func (s *session) deliver() error {
 			return nil
 		}
 	}
+}
+
+// deliverScratch is what one deliver call works in: the drained messages,
+// the frames staged for the socket and, of those, the shared ones. The
+// three come from one pool, one Get and one Put per call: a fan-out
+// makes a call per subscriber per publish, and pooling them apart, a
+// quarter of a 1,000-subscriber fan-out's time went to the pools.
+type deliverScratch struct {
+	msgs   []bus.Message
+	out    []byte
+	frames [][]byte
+	_      cpu.CacheLinePad // written on every call: apart from the next one's
+}
+
+// deliverScratches pools deliverScratch; slices grown past the bounds
+// are dropped on put, so one burst does not pin memory.
+type deliverScratches struct{ pool sync.Pool }
+
+func (d *deliverScratches) get() *deliverScratch {
+	if s, ok := d.pool.Get().(*deliverScratch); ok {
+		return s
+	}
+	return &deliverScratch{msgs: make([]bus.Message, 0, 16), out: make([]byte, 0, 512), frames: make([][]byte, 0, 16)}
+}
+
+func (d *deliverScratches) put(s *deliverScratch) {
+	// a batch is deliverBatch bytes: under 1,024 messages
+	if cap(s.msgs) > 1024 || cap(s.out) > 2*flushAt || cap(s.frames) > 1024 {
+		return
+	}
+	clear(s.msgs) // pin no message, topic or frame
+	clear(s.frames)
+	s.msgs, s.out, s.frames = s.msgs[:0], s.out[:0], s.frames[:0]
+	d.pool.Put(s)
 }
 
 // dropped counts n lost deliveries and appends the DROPPED frame that

@@ -14,7 +14,8 @@ import (
 // One publish to three subscribers is encoded once: the three get the
 // same, valid PUB frame (CRC checked by frames), Encoded counts 1 and
 // Delivered 3. A retained replay is encoded for its subscriber, flagged.
-// With the sharing taken out of appendDelivery, Encoded counts 3.
+// With the sharing taken out of appendDelivery, Encoded counts 3. Each
+// delivery is written as a shared frame.
 func TestFanOutEncodesOnce(t *testing.T) {
 	b := newBus(bus.Options{})
 	h := New(config.Private{}, b, nil)
@@ -45,6 +46,9 @@ func TestFanOutEncodesOnce(t *testing.T) {
 			first = raw
 		} else if !bytes.Equal(raw, first) {
 			t.Fatalf("subscriber %d got other bytes than subscriber 0", i)
+		}
+		if ts.conn.shared != 1 { // the shared frame goes by reference (protocols.SharedWriter)
+			t.Fatalf("subscriber %d: %d shared writes, want 1", i, ts.conn.shared)
 		}
 	}
 	if st := h.Stats(); st.Encoded != 1 || st.Delivered != 3 {

@@ -57,9 +57,8 @@ type Handler struct {
 	bus *bus.Bus
 	log *slog.Logger
 
-	out    protocols.Scratch[byte]        // output buffers, only held during a call
-	msgs   protocols.Scratch[bus.Message] // drain buffers, only held during a call
-	frames protocols.Scratch[[]byte]      // a batch's shared frames, only held during a call
+	out        protocols.Scratch[byte] // output buffers, only held during a call
+	deliveries deliverScratches        // deliver's buffers, only held during a call
 
 	sessions, dropped                   atomic.Uint64
 	rejected, violations, slowConsumers atomic.Uint64
@@ -81,8 +80,6 @@ func New(cfg config.Private, b *bus.Bus, log *slog.Logger) *Handler {
 	h := &Handler{cfg: withDefaults(cfg), bus: b, log: log.With("component", "private")}
 	// Keep only modest buffers, so one burst does not pin memory.
 	h.out.Min, h.out.Max = 512, 2*flushAt
-	h.msgs.Min, h.msgs.Max = 16, 1024 // a batch is deliverBatch bytes: under 1,024 messages
-	h.frames.Min, h.frames.Max = 16, 1024
 	return h
 }
 

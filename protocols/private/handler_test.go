@@ -26,6 +26,7 @@ type fakeConn struct {
 	stalled   bool         // the peer stopped reading...
 	room      int          // ...after this many more bytes
 	writes    int
+	shared    int // writes through WriteShared
 	highWater int
 	closed    bool
 	notifies  atomic.Int32
@@ -62,6 +63,13 @@ func (c *fakeConn) Write(p []byte) error {
 	c.out.Write(p[:take])
 	c.pending = append(c.pending, p[take:]...)
 	return nil
+}
+
+// WriteShared is the gateway's protocols.SharedWriter, which sessions
+// use for batches of shared frames; the fake keeps copies.
+func (c *fakeConn) WriteShared(p []byte, _ [][]byte) error {
+	c.shared++
+	return c.Write(p)
 }
 
 // stall makes the socket take room more bytes and then nothing.
