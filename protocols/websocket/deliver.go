@@ -3,6 +3,9 @@ package websocket
 import (
 	"bytes"
 	"strconv"
+	"sync"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/edgemux/edgemux/route/bus"
 )
@@ -64,10 +67,9 @@ func (s *session) Writable() error {
 // deliver stages and writes rounds of deliveries while the socket takes
 // them.
 func (s *session) deliver() error {
-	msgs := s.h.msgs.Get(0)
-	defer s.h.msgs.Put(msgs)
-	js := s.h.buf.Get(512)
-	defer s.h.buf.Put(js)
+	scratch := s.h.deliveries.get()
+	defer s.h.deliveries.put(scratch)
+	msgs, js := &scratch.msgs, &scratch.js
 	for round := 0; ; round++ {
 		if s.sub.Disconnected() {
 			return s.slowSubscriber()
@@ -110,6 +112,35 @@ func (s *session) deliver() error {
 			return nil
 		}
 	}
+}
+
+// deliverScratch is what one deliver call works in: the drained messages
+// and the JSON scratch, from one pool (one Get and one Put per call; a
+// fan-out makes a call per subscriber per publish).
+type deliverScratch struct {
+	msgs []bus.Message
+	js   []byte
+	_    cpu.CacheLinePad // written on every call: apart from the next one's
+}
+
+// deliverScratches pools deliverScratch; slices grown past the bounds
+// are dropped on put, so one burst does not pin memory.
+type deliverScratches struct{ pool sync.Pool }
+
+func (d *deliverScratches) get() *deliverScratch {
+	if s, ok := d.pool.Get().(*deliverScratch); ok {
+		return s
+	}
+	return &deliverScratch{msgs: make([]bus.Message, 0, 16), js: make([]byte, 0, 512)}
+}
+
+func (d *deliverScratches) put(s *deliverScratch) {
+	if cap(s.msgs) > 1024 || cap(s.js) > 2*flushAt {
+		return
+	}
+	clear(s.msgs) // pin no message or topic
+	s.msgs, s.js = s.msgs[:0], s.js[:0]
+	d.pool.Put(s)
 }
 
 // deliveryJSON is the JSON text of a delivery, the same bytes for every

@@ -13,7 +13,8 @@ import (
 // One publish to three subscribers is encoded to JSON once: the three
 // get the same text frame, Encoded counts 1 and Delivered 3. A retained
 // replay is encoded for its subscriber, marked retained. With the sharing
-// taken out of deliveryText, Encoded counts 3.
+// taken out of deliveryText, Encoded counts 3. Each delivery is written
+// with its text shared.
 func TestFanOutEncodesOnce(t *testing.T) {
 	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
 	var subs []*offline
@@ -34,6 +35,9 @@ func TestFanOutEncodesOnce(t *testing.T) {
 		fs := o.frames(t)
 		if len(fs) != 1 || fs[0].op != OpText || len(fs[0].payload) < len(want) || fs[0].payload[:len(want)] != want {
 			t.Fatalf("subscriber %d got %+v", i, fs)
+		}
+		if o.conn.shared != 1 { // the shared text goes by reference (protocols.SharedWriter)
+			t.Fatalf("subscriber %d: %d shared writes, want 1", i, o.conn.shared)
 		}
 	}
 	if st := h.Stats(); st.Encoded != 1 || st.Delivered != 3 {

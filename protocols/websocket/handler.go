@@ -100,12 +100,12 @@ type Handler struct {
 	// writePool holds gorilla's frame buffers. It has no New on purpose
 	// (gorilla #953): gorilla allocates when Get returns nil, and a New
 	// would hand it a value of the wrong type.
-	writePool sync.Pool
-	leases    leases                         // gorilla Conns and staging buffers, held during one call
-	buf       protocols.Scratch[byte]        // message and JSON buffers, held during one call
-	msgs      protocols.Scratch[bus.Message] // drain buffers
-	requests  requestPool                    // parsed handshake requests, held during one upgrade
-	gate      atomic.Pointer[operatorGate]   // who is an operator; nil: nobody
+	writePool  sync.Pool
+	leases     leases                       // gorilla Conns and staging buffers, held during one call
+	buf        protocols.Scratch[byte]      // message and JSON buffers, held during one call
+	deliveries deliverScratches             // deliver's buffers, held during one call
+	requests   requestPool                  // parsed handshake requests, held during one upgrade
+	gate       atomic.Pointer[operatorGate] // who is an operator; nil: nobody
 
 	n counters
 }
@@ -161,7 +161,6 @@ func New(cfg config.WebSocket, b *bus.Bus, log *slog.Logger) *Handler {
 	h := &Handler{bus: b, log: log.With("component", "websocket")}
 	// Keep only modest buffers, so one big message does not pin memory.
 	h.buf.Min, h.buf.Max = 512, 2*flushAt
-	h.msgs.Min, h.msgs.Max = 16, 1024
 	h.leases.init(&h.writePool)
 	h.set.Store(h.newSettings(cfg))
 	return h

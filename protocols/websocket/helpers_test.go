@@ -2,6 +2,7 @@ package websocket
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -32,6 +33,7 @@ type fakeConn struct {
 	nc            net.Conn
 	out           []byte
 	held          []byte // output the "socket" has not taken: Buffered
+	shared        int    // writes through WriteShared
 	stall         bool
 	highWater     int
 	closed        bool
@@ -89,6 +91,24 @@ func (c *fakeConn) Write(p []byte) error {
 		c.out = append(c.out, p...)
 	}
 	return nil
+}
+
+// WriteShared is the gateway's protocols.SharedWriter, which sessions use
+// for output with shared delivery texts; the fake checks that the frames
+// are p, one after the other, and keeps copies.
+func (c *fakeConn) WriteShared(p []byte, frames [][]byte) error {
+	c.shared++
+	rest := p
+	for _, f := range frames {
+		if len(f) > len(rest) || !bytes.Equal(f, rest[:len(f)]) {
+			panic("WriteShared: the frames are not the bytes")
+		}
+		rest = rest[len(f):]
+	}
+	if len(rest) > 0 {
+		panic("WriteShared: the frames are not all the bytes")
+	}
+	return c.Write(p)
 }
 
 func (c *fakeConn) Close(reason error) {
