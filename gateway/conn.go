@@ -93,24 +93,14 @@ func (c *conn) Buffered() int {
 	return len(c.io.out) + c.io.refN
 }
 
-// setInput and setOutput keep b (nil or empty: none) and let the buffers
-// go once nothing is buffered.
+// setInput keeps b (nil or empty: none) and lets the buffers go once
+// nothing is buffered.
 func (c *conn) setInput(b []byte) {
 	if len(b) == 0 {
 		b = nil
 	}
 	if c.buffers(b != nil) {
 		c.io.in = b
-		c.tidy()
-	}
-}
-
-func (c *conn) setOutput(b []byte) {
-	if len(b) == 0 {
-		b = nil
-	}
-	if c.buffers(b != nil) {
-		c.io.out = b
 		c.tidy()
 	}
 }
@@ -140,7 +130,15 @@ func ticks(d time.Duration) uint32 { return uint32((d + workerTick - 1) / worker
 // never cut in half. A write to an empty buffer always goes ahead, so one
 // message larger than the mark (bounded by its protocol's own limit) can
 // still be sent to a peer that keeps up.
-func (c *conn) Write(p []byte) error {
+func (c *conn) Write(p []byte) error { return c.write(p, nil) }
+
+// WriteShared is Write for p made of frames (protocols.SharedWriter): what
+// the socket does not take is kept as references to the frames that other
+// connections share, and as a copy of those that lie in p.
+func (c *conn) WriteShared(p []byte, frames [][]byte) error { return c.write(p, frames) }
+
+// write is Write, and WriteShared for frames not nil.
+func (c *conn) write(p []byte, frames [][]byte) error {
 	if c.closed {
 		return protocols.ErrClosed
 	}
@@ -152,12 +150,7 @@ func (c *conn) Write(p []byte) error {
 			c.w.g.metrics.backpressure.Inc()
 			return protocols.ErrBackpressure
 		}
-		if len(c.io.refs) > 0 { // after the shared frames, a copy of its own
-			c.io.refs = append(c.io.refs, append([]byte(nil), p...))
-			c.io.refN += len(p)
-		} else {
-			c.io.out = append(c.io.out, p...)
-		}
+		c.queue(p, frames, 0)
 		return nil
 	}
 	n, err := writeFD(int(c.fd), p)
@@ -166,41 +159,25 @@ func (c *conn) Write(p []byte) error {
 		return err
 	}
 	if n < len(p) {
-		c.setOutput(append([]byte(nil), p[n:]...))
+		c.queue(p, frames, n)
 		c.wroteShort()
 	}
 	return nil
 }
 
-// WriteShared is Write for p made of frames that the caller shares with
-// other connections and nobody changes (protocols.SharedWriter): p is the
-// frames one after the other. What the socket does not take is kept as
-// references to the frames, not copied.
-func (c *conn) WriteShared(p []byte, frames [][]byte) error {
-	if c.closed {
-		return protocols.ErrClosed
+// queue buffers what the socket did not take of a write, p less its first
+// skip bytes, behind what waits already.
+func (c *conn) queue(p []byte, frames [][]byte, skip int) {
+	switch {
+	case frames != nil:
+		c.keepFrames(p, frames, skip)
+	case c.io != nil && len(c.io.refs) > 0: // behind the shared frames, a copy of its own
+		c.io.refs = append(c.io.refs, append([]byte(nil), p[skip:]...))
+		c.io.refN += len(p) - skip
+	default:
+		c.buffers(true)
+		c.io.out = append(c.io.out, p[skip:]...)
 	}
-	if len(p) == 0 {
-		return nil
-	}
-	if queued := c.Buffered(); queued > 0 {
-		if queued+len(p) > c.highWater() {
-			c.w.g.metrics.backpressure.Inc()
-			return protocols.ErrBackpressure
-		}
-		c.keepFrames(p, frames, 0)
-		return nil
-	}
-	n, err := writeFD(int(c.fd), p)
-	if err != nil && !errors.Is(err, errAgain) {
-		c.Close(err)
-		return err
-	}
-	if n < len(p) {
-		c.keepFrames(p, frames, n)
-		c.wroteShort()
-	}
-	return nil
 }
 
 // keepFrames queues frames, less their first skip bytes (the socket took
