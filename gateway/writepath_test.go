@@ -85,18 +85,7 @@ func TestLargeOutputsArriveWholePrivate(t *testing.T) {
 				addr := g.Addr().String()
 				subs := make([]net.Conn, readers)
 				for r := range subs {
-					sub, err := rbHelloConn(addr, rbAnySource, "reader"+strconv.Itoa(r))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer sub.Close()
-					if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
-						t.Fatal(err)
-					}
-					if err := rbExpectAck(sub, 1); err != nil {
-						t.Fatal(err)
-					}
-					subs[r] = sub
+					subs[r] = privateSubscriber(t, addr, "reader"+strconv.Itoa(r), false)
 				}
 				pub, err := rbHelloConn(addr, rbAnySource, "writer")
 				if err != nil {
@@ -195,17 +184,7 @@ func TestOwnWriteAfterSharedOutput(t *testing.T) {
 	g := startGateway(t, largeOutputConfig(t, "entropy"), Options{})
 	addr := g.Addr().String()
 	idleSubscriber(t, addr, "private", "idle")
-	sub, err := rbHelloConn(addr, rbAnySource, "reader")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
-		t.Fatal(err)
-	}
-	if err := rbExpectAck(sub, 1); err != nil {
-		t.Fatal(err)
-	}
+	sub := privateSubscriber(t, addr, "reader", true)
 	pub, err := rbHelloConn(addr, rbAnySource, "writer")
 	if err != nil {
 		t.Fatal(err)
@@ -247,44 +226,78 @@ func TestOwnWriteAfterSharedOutput(t *testing.T) {
 	}
 }
 
-// idleSubscriber subscribes to big/# over proto and never reads again;
-// the connection closes when the test ends.
+// idleSubscriber subscribes to big/# over proto and never reads again. Its
+// socket buffers are small at both ends (on loopback they grow to
+// megabytes), so what it is sent soon waits in the gateway.
 func idleSubscriber(t *testing.T, addr, proto, name string) {
 	t.Helper()
 	if proto == "private" {
-		sub, err := rbHelloConn(addr, rbAnySource, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sub.Close() })
-		if err := rbWrite(sub, rbSubFrame(1, "big/#")); err != nil {
-			t.Fatal(err)
-		}
-		if err := rbExpectAck(sub, 1); err != nil {
-			t.Fatal(err)
-		}
-		return
+		privateSubscriber(t, addr, name, true)
+	} else {
+		wsBigSubscriber(t, addr, true)
 	}
-	ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
+}
+
+// privateSubscriber is a private connection subscribed to big/#, closed
+// when the test ends; small: with small socket buffers.
+func privateSubscriber(t *testing.T, addr, name string, small bool) net.Conn {
+	t.Helper()
+	var sub net.Conn
+	var err error
+	if small {
+		sub, err = dialSmallWindow(addr)
+	} else {
+		sub, err = net.DialTimeout("tcp", addr, rbIOTimeout)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	if err := rbWrite(sub, append(rbHelloFrame(name), rbSubFrame(1, "big/#")...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbExpectAck(sub, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbExpectAck(sub, 1); err != nil {
+		t.Fatal(err)
+	}
+	if small {
+		if err := shrinkServerSendBuffer(sub); err != nil { // accepted by now
+			t.Fatal(err)
+		}
+	}
+	return sub
+}
+
+// wsBigSubscriber is a WebSocket connection subscribed to big/# (in place
+// once its ping is answered), closed when the test ends; small: with
+// small socket buffers.
+func wsBigSubscriber(t *testing.T, addr string, small bool) *gws.Conn {
+	t.Helper()
+	d := *gws.DefaultDialer
+	if small {
+		d.NetDial = func(_, addr string) (net.Conn, error) { return dialSmallWindow(addr) }
+	}
+	ws, _, err := d.Dial("ws://"+addr+"/ws", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
+	if small {
+		if err := shrinkServerSendBuffer(ws.UnderlyingConn()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
 		if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ws.SetReadDeadline(time.Now().Add(rbIOTimeout))
-	for { // the subscription is in place once the ping is answered
-		_, m, err := ws.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(m, []byte(`"pong"`)) {
-			return
-		}
+	if pong := readWSMessage(t, ws); !bytes.Contains(pong, []byte(`"pong"`)) {
+		t.Fatalf("ping answered %s", pong)
 	}
+	return ws
 }
 
 // TestLargeOutputsArriveWholeWebSocket is TestLargeOutputsArriveWholePrivate
@@ -298,20 +311,7 @@ func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
 				addr := g.Addr().String()
 				subs := make([]*gws.Conn, readers)
 				for r := range subs {
-					ws, _, err := gws.DefaultDialer.Dial("ws://"+addr+"/ws", nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer ws.Close()
-					for _, m := range []string{`{"op":"sub","topic":"big/#"}`, `{"op":"ping"}`} {
-						if err := ws.WriteMessage(gws.TextMessage, []byte(m)); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if pong := readWSMessage(t, ws); !bytes.Contains(pong, []byte(`"pong"`)) {
-						t.Fatalf("ping answered %s", pong)
-					}
-					subs[r] = ws
+					subs[r] = wsBigSubscriber(t, addr, false)
 				}
 				pub, err := rbHelloConn(addr, rbAnySource, "writer")
 				if err != nil {
