@@ -87,11 +87,7 @@ func TestLargeOutputsArriveWholePrivate(t *testing.T) {
 				for r := range subs {
 					subs[r] = privateSubscriber(t, addr, "reader"+strconv.Itoa(r), false)
 				}
-				pub, err := rbHelloConn(addr, rbAnySource, "writer")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer pub.Close()
+				pub := bigPublisher(t, addr)
 				for round := range writeRounds {
 					publishRound(t, pub, "big/"+strconv.Itoa(round), round)
 					for r, sub := range subs { // the second waits, its output queued, while the first reads
@@ -141,11 +137,7 @@ func TestFanOutOutputsShareFrames(t *testing.T) {
 			for r := range 2 {
 				idleSubscriber(t, addr, proto, "idle-reader"+strconv.Itoa(r))
 			}
-			pub, err := rbHelloConn(addr, rbAnySource, "writer")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
+			pub := bigPublisher(t, addr)
 			if err := rbWrite(pub, rbPubFrame(0, "big/0", bytes.Repeat([]byte{'x'}, size))); err != nil {
 				t.Fatal(err)
 			}
@@ -185,11 +177,7 @@ func TestOwnWriteAfterSharedOutput(t *testing.T) {
 	addr := g.Addr().String()
 	idleSubscriber(t, addr, "private", "idle")
 	sub := privateSubscriber(t, addr, "reader", true)
-	pub, err := rbHelloConn(addr, rbAnySource, "writer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := bigPublisher(t, addr)
 	publishRound(t, pub, "big/0", 0)
 	eventually(t, "both outputs to keep frames", func() bool {
 		mu.Lock()
@@ -224,6 +212,18 @@ func TestOwnWriteAfterSharedOutput(t *testing.T) {
 	if pongs != 1 {
 		t.Fatalf("%d PONGs among the deliveries, want 1", pongs)
 	}
+}
+
+// bigPublisher is the private connection that publishes the tests'
+// messages, closed when the test ends.
+func bigPublisher(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	pub, err := rbHelloConn(addr, rbAnySource, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return pub
 }
 
 // idleSubscriber subscribes to big/# over proto and never reads again. Its
@@ -313,11 +313,7 @@ func TestLargeOutputsArriveWholeWebSocket(t *testing.T) {
 				for r := range subs {
 					subs[r] = wsBigSubscriber(t, addr, false)
 				}
-				pub, err := rbHelloConn(addr, rbAnySource, "writer")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer pub.Close()
+				pub := bigPublisher(t, addr)
 				for round := range writeRounds {
 					publishRound(t, pub, "big/"+strconv.Itoa(round), round)
 					for r, ws := range subs { // the second waits, its output queued, while the first reads
