@@ -92,7 +92,7 @@ func TestEveryServerEchoes(t *testing.T) {
 			for _, mode := range []string{"closed", "open"} {
 				for _, size := range []int{20, 64, 1024} {
 					c := loadConfig{addr: addr, server: name, pin: "default", mode: mode,
-						pid: os.Getpid(), conns: 40, active: 10, size: size, sources: 4, rate: 2000,
+						pid: os.Getpid(), conns: 40, active: 10, size: size, sources: 4, rate: 2000, prime: 3,
 						warmup: 50 * time.Millisecond, duration: 300 * time.Millisecond}
 					r, err := runLoad(c)
 					if err != nil {
