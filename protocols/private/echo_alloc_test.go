@@ -122,3 +122,52 @@ func BenchmarkEchoParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEchoSessions is BenchmarkEcho's 64-byte echo taken in turn by
+// many sessions, each on a topic of its own, as echocompare's 1,000
+// active connections do: what the live echo costs beyond the one hot
+// session of BenchmarkEcho is the memory each request touches that the
+// previous requests did not (sessions, subscribers, the topic tree and
+// the cache).
+func BenchmarkEchoSessions(b *testing.B) {
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run("sessions="+strconv.Itoa(n), func(b *testing.B) {
+			h := New(config.Private{}, newBus(bus.Options{MaxTopics: 2 * n}), nil)
+			type echoer struct {
+				c     *fakeConn
+				s     protocols.Session
+				frame []byte
+			}
+			es := make([]echoer, n)
+			for i := range es {
+				c := &fakeConn{}
+				s, _ := h.Open(c)
+				topic := "echo/64/" + strconv.Itoa(i)
+				if _, err := s.Data(append(helloFrame("d"+topic), subFrame(TypeSub, 0, topic)...)); err != nil {
+					b.Fatal(err)
+				}
+				head := must(AppendPub(nil, Pub{Topic: []byte(topic)}))
+				es[i] = echoer{c, s, must(AppendPub(nil, Pub{Topic: []byte(topic), Data: make([]byte, 64-len(head))}))}
+				c.out.Reset()
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				e := &es[i]
+				if _, err := e.s.Data(e.frame); err != nil {
+					b.Fatal(err)
+				}
+				if err := e.s.(protocols.Notified).Notified(); err != nil {
+					b.Fatal(err)
+				}
+				if e.c.out.Len() != len(e.frame)+len(Source) {
+					b.Fatalf("echo of %d bytes, want %d", e.c.out.Len(), len(e.frame)+len(Source))
+				}
+				e.c.out.Reset()
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+	}
+}
