@@ -81,6 +81,9 @@ func (s *session) deliver() error {
 			s.conn.Notify()
 			return nil
 		}
+		// The previous round's messages are let go before this round's
+		// overwrite fewer of them: put clears only the last round's.
+		clear(*msgs)
 		batch := s.sub.Drain((*msgs)[:0], deliverBatch)
 		*msgs = batch.Msgs
 		out := (*buf)[:0]
@@ -88,6 +91,7 @@ func (s *session) deliver() error {
 			out = s.dropped(out, batch.Dropped)
 		}
 		shared := sw != nil && batch.Dropped == 0
+		clear(*frames)
 		*frames = (*frames)[:0]
 		for i := range batch.Msgs {
 			var frame []byte
@@ -135,9 +139,15 @@ func (d *deliverScratches) get() *deliverScratch {
 	return &deliverScratch{msgs: make([]bus.Message, 0, 16), out: make([]byte, 0, 512), frames: make([][]byte, 0, 16)}
 }
 
+// batchMsgs bounds the messages of one batch: each counts 80 bytes of
+// queue slot besides its topic and payload.
+const batchMsgs = deliverBatch/80 + 1
+
 func (d *deliverScratches) put(s *deliverScratch) {
-	// a batch is deliverBatch bytes: under 1,024 messages
-	if cap(s.msgs) > 1024 || cap(s.out) > 2*flushAt || cap(s.frames) > 1024 {
+	// The bounds leave room for append, which grows a slice up to twice
+	// what it holds: at 1,024 a full batch's frames (820) outgrew them,
+	// and every full round of a fan-out dropped its scratch.
+	if cap(s.msgs) > 2*batchMsgs || cap(s.out) > 2*flushAt || cap(s.frames) > 2*batchMsgs {
 		return
 	}
 	clear(s.msgs) // pin no message, topic or frame

@@ -124,7 +124,7 @@ func TestSessionReplayIsBatched(t *testing.T) {
 		}
 		// A batch holds deliverBatch bytes of queue, each message
 		// counting 80 bytes of slot besides its topic and payload.
-		if len(got) == 0 || len(got) > deliverRounds*(deliverBatch/80+1) {
+		if len(got) == 0 || len(got) > deliverRounds*batchMsgs {
 			t.Fatalf("call %d delivered %d", calls, len(got))
 		}
 		for _, p := range got {
@@ -139,5 +139,62 @@ func TestSessionReplayIsBatched(t *testing.T) {
 	}
 	if len(seen) != topics || calls < 3 {
 		t.Fatalf("%d retained values in %d calls", len(seen), calls)
+	}
+}
+
+// TestDeliverLetsGoOfEarlierRounds: a deliver call drains round after
+// round into one pooled scratch. Once it returns, the scratch pins no
+// message and no frame, also not those of a longer earlier round that
+// the last round did not overwrite (they used to stay until the scratch
+// was next used).
+func TestDeliverLetsGoOfEarlierRounds(t *testing.T) {
+	if raceBuild {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	b := newBus(bus.Options{MaxTopics: 4096})
+	h := New(config.Private{}, b, nil)
+	sessions := []*testSession{openSession(t, h), openSession(t, h)} // two: the frames are shared
+	for _, ts := range sessions {
+		ts.hello()
+		if err := ts.feed(subFrame(TypeSub, 1, "t/#")); err != nil {
+			t.Fatal(err)
+		}
+		ts.expectAck(1, CodeOK)
+	}
+	// A round takes deliverBatch bytes of queue (80 a message besides
+	// topic and payload): 1.5 rounds' worth makes a short second round.
+	const perMsg = 80 + len("t/0000") + 8
+	n := deliverBatch / perMsg * 3 / 2
+	for i := range n {
+		if err := b.Publish(fmt.Sprintf("t/%04d", i), []byte("payload!"), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := sessions[0].deliveries()
+	if err != nil || len(got) != n {
+		t.Fatalf("%d of %d delivered, %v", len(got), n, err)
+	}
+	// The pool may hand out another scratch first (one that an earlier
+	// call put back): the rounds' is the large one.
+	var scratch *deliverScratch
+	for range 4 {
+		s := h.deliveries.get()
+		defer h.deliveries.put(s)
+		if scratch == nil || cap(s.msgs) > cap(scratch.msgs) {
+			scratch = s
+		}
+	}
+	if cap(scratch.msgs) < n/2 || cap(scratch.frames) < n/2 {
+		t.Fatalf("scratch of %d messages, %d frames: not the one the rounds used", cap(scratch.msgs), cap(scratch.frames))
+	}
+	for i, m := range scratch.msgs[:cap(scratch.msgs)] {
+		if m.Topic != "" || m.Payload != nil {
+			t.Fatalf("message %d of the scratch still holds %s", i, m.Topic)
+		}
+	}
+	for i, f := range scratch.frames[:cap(scratch.frames)] {
+		if f != nil {
+			t.Fatalf("frame %d of the scratch still holds %d bytes", i, len(f))
+		}
 	}
 }

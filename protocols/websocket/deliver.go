@@ -82,6 +82,9 @@ func (s *session) deliver() error {
 			s.conn.Notify()
 			return nil
 		}
+		// The previous round's messages are let go before this round's
+		// overwrite fewer of them: put clears only the last round's.
+		clear(*msgs)
 		batch := s.sub.Drain((*msgs)[:0], deliverBatch)
 		*msgs = batch.Msgs
 		if batch.Dropped > 0 {
