@@ -1,8 +1,10 @@
 package websocket
 
 import (
+	"fmt"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +101,28 @@ func BenchmarkDataPub(b *testing.B) {
 			b.Fatal(n, err)
 		}
 	}
+}
+
+// BenchmarkDataPubParallel is BenchmarkDataPub on every P at once, each
+// goroutine a session of its own publishing to its own topic, as the
+// gateway's workers do: what they share (the bus's locks and counters,
+// the handler's counters) is what it measures beside the publish itself.
+// Run with -cpu 1,2 to see the cost of sharing.
+func BenchmarkDataPubParallel(b *testing.B) {
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		o := newOffline(b, h)
+		topic := fmt.Sprintf("plant/%d/temp", next.Add(1))
+		frame := clientFrame(finText, []byte(`{"op":"pub","topic":"`+topic+`","data":21.5}`))
+		for pb.Next() {
+			if n, err := o.sess.Data(frame); err != nil || n != len(frame) {
+				b.Error(n, err)
+				return
+			}
+		}
+	})
 }
 
 func BenchmarkDataPing(b *testing.B) {

@@ -160,7 +160,7 @@ func (s *session) deliveryText(m *bus.Message, scratch []byte) (text, _ []byte) 
 	if text := m.Encoded(deliveryJSON); text != nil {
 		return text, scratch
 	}
-	s.h.n.encoded.Add(1)
+	s.h.n.encoded.Add(s.stripe, 1)
 	scratch = appendDelivery(scratch[:0], m)
 	if !m.Shared() {
 		return scratch, scratch

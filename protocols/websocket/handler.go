@@ -82,12 +82,16 @@ func (st Stats) Counters() []protocols.Counter {
 	}
 }
 
-// counters are the atomic twins of Stats.
+// counters are the atomic twins of Stats. Those that count messages are
+// added to on every core at once, so they keep a cell per stripe
+// (protocols.StripedCounter), as the private handler's do; the rest count
+// rarer events.
 type counters struct {
 	sessions, upgrades, badRequests, forbidden, notFound, headerTooLarge atomic.Uint64
-	handshakeTimeouts, messages, published, delivered, dropped, errors   atomic.Uint64
+	handshakeTimeouts, dropped, errors                                   atomic.Uint64
 	violations, tooBig, peerCloses, pongTimeouts, slowClosed, slowDrop   atomic.Uint64
-	codecs, encoded                                                      atomic.Uint64
+	codecs                                                               atomic.Uint64
+	messages, published, delivered, encoded                              protocols.StripedCounter
 }
 
 // Handler serves WebSocket connections for the workers of one pool. It is
@@ -219,9 +223,9 @@ func (h *Handler) Stats() Stats {
 // Open starts a session: it holds no buffer until input arrives, and the
 // handshake deadline runs from now.
 func (h *Handler) Open(c protocols.Conn) (protocols.Session, error) {
-	h.n.sessions.Add(1)
+	n := h.n.sessions.Add(1)
 	c.SetTimer(h.set.Load().cfg.HandshakeTimeout)
-	return &session{h: h, conn: c}, nil
+	return &session{h: h, conn: c, stripe: protocols.StripeFor(n)}, nil
 }
 
 // withDefaults fills zero fields and clamps the rest to the caps.

@@ -74,7 +74,7 @@ func (s *session) publish(req request) error {
 	err := s.h.bus.PublishWithin(&s.quota, req.Topic, busValue(req.Data), Source)
 	switch {
 	case err == nil:
-		s.h.n.published.Add(1)
+		s.h.n.published.Add(s.stripe, 1)
 		return nil
 	case errors.Is(err, bus.ErrInvalidTopic):
 		return s.replyError(CodeBadTopic, err.Error())

@@ -30,13 +30,14 @@ type session struct {
 	subs []subscription
 	scan Scanner
 
-	missed    uint8     // pings sent since the peer last sent a frame
-	upgraded  bool      // the handshake is done: frames follow
-	closing   bool      // an HTTP error or close frame is staged: handle nothing more
-	goingAway bool      // the close frame is Drain's: the peer's answer ends the connection
-	waiting   bool      // deliveries wait for the output to drain (Writable)
-	quota     bus.Quota // new topics this connection added to the bus's cache (4 bytes)
-	operator  uint32    // the operator check's epoch that admitted the handshake; 0 = not an operator
+	missed    uint8            // pings sent since the peer last sent a frame
+	upgraded  bool             // the handshake is done: frames follow
+	closing   bool             // an HTTP error or close frame is staged: handle nothing more
+	goingAway bool             // the close frame is Drain's: the peer's answer ends the connection
+	waiting   bool             // deliveries wait for the output to drain (Writable)
+	stripe    protocols.Stripe // this session's cell of the handler's per-message counters
+	quota     bus.Quota        // new topics this connection added to the bus's cache (4 bytes)
+	operator  uint32           // the operator check's epoch that admitted the handshake; 0 = not an operator
 }
 
 // subscription is one filter and whether it wants retained values.
@@ -202,7 +203,7 @@ func (s *session) flush() error {
 	l.resetOut()
 	switch {
 	case err == nil:
-		s.h.n.delivered.Add(deliveries)
+		s.h.n.delivered.Add(s.stripe, deliveries)
 	case errors.Is(err, protocols.ErrBackpressure):
 		return s.slow(staged)
 	}
@@ -342,7 +343,7 @@ func (s *session) message(tail []byte) error {
 		*part = append(*part, tail...)
 		raw = *part
 	}
-	s.h.n.messages.Add(1)
+	s.h.n.messages.Add(s.stripe, 1)
 	bp := s.h.buf.Get(len(raw))
 	typ, data, err := s.read(raw, (*bp)[:0])
 	if part != nil {
