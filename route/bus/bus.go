@@ -260,7 +260,7 @@ func (b *Bus) PublishWithin(q *Quota, topic string, payload []byte, src string) 
 // error, done is never called. done must not block; nil asks for no
 // outcome (PublishWithin).
 func (b *Bus) PublishDone(q *Quota, topic string, payload []byte, src string, done func(error)) error {
-	return b.publishDone(q, topic, false, payload, src, done)
+	return b.publishDone(nil, q, topic, false, payload, src, done)
 }
 
 // PublishBytes is PublishWithin for a topic still in the bytes it was
@@ -273,12 +273,21 @@ func (b *Bus) PublishBytes(q *Quota, topic, payload []byte, src string) error {
 	// The string aliases topic for the length of the call: the lookups
 	// take it as it is, and whatever outlives the call (a new cache entry,
 	// a Writer's topic) gets a copy (borrowed).
-	return b.publishDone(q, unsafe.String(unsafe.SliceData(topic), len(topic)), true, payload, src, nil)
+	return b.publishDone(nil, q, unsafe.String(unsafe.SliceData(topic), len(topic)), true, payload, src, nil)
+}
+
+// PublishRoute is PublishBytes for a publisher that keeps a Route: when
+// it publishes to the topic of its previous publish again, and no
+// subscription changed since, the Route saves the lookups of the topic's
+// subscribers and cache entry (route.go). r belongs to one publisher,
+// which must not use it from two goroutines at once.
+func (b *Bus) PublishRoute(r *Route, q *Quota, topic, payload []byte, src string) error {
+	return b.publishDone(r, q, unsafe.String(unsafe.SliceData(topic), len(topic)), true, payload, src, nil)
 }
 
 // publishDone is PublishDone for a topic that may be borrowed: one that
-// aliases the caller's bytes, which nothing may keep.
-func (b *Bus) publishDone(q *Quota, topic string, borrowed bool, payload []byte, src string, done func(error)) error {
+// aliases the caller's bytes, which nothing may keep. r may be nil.
+func (b *Bus) publishDone(r *Route, q *Quota, topic string, borrowed bool, payload []byte, src string, done func(error)) error {
 	if err := validTopic(topic, b.opt.MaxTopicLen, MaxLevels); err != nil {
 		b.rejected.Add(1)
 		return err
@@ -293,7 +302,7 @@ func (b *Bus) publishDone(q *Quota, topic string, borrowed bool, payload []byte,
 		}
 		return c.w.Write(topic, payload, src, done)
 	}
-	if err := b.publish(q, topic, borrowed, payload, src); err != nil {
+	if err := b.publish(r, q, topic, borrowed, payload, src); err != nil {
 		return err
 	}
 	if done != nil {
@@ -304,59 +313,86 @@ func (b *Bus) publishDone(q *Quota, topic string, borrowed bool, payload []byte,
 
 // publish records and fans out a validated message that is a value. A
 // borrowed topic is replaced by the cache's string as the message is
-// stored, before anything can keep it.
-func (b *Bus) publish(q *Quota, topic string, borrowed bool, payload []byte, src string) error {
+// stored, before anything can keep it. r, when not nil, is the
+// publisher's Route: it may know the topic's hash, subscribers and cache
+// entry, and it learns them for the next publish.
+func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload []byte, src string) error {
 	m := &Message{Topic: topic, Src: src, TS: b.opt.Now()}
 	if len(payload) > 0 {
 		m.Payload = append(make([]byte, 0, len(payload)), payload...)
 	}
-	c := collectorPool.Get().(*collector)
+	known := r.knows(topic)
+	var h uint64
+	if known {
+		h = r.h
+	} else {
+		h = b.hash(topic)
+	}
+	sh := b.shardOf(h)
 	// Sequence and cache update happen under the trie read lock, so a
 	// Subscribe (write lock) splits publishes cleanly into those it must
 	// replay from the cache and those that will reach it live. The
 	// subscribers are known first: a message that two or more share is
 	// chained to its topic's previous one as it is stored (chain.go).
-	h := maphash.String(b.seed, topic)
-	sh := &b.shards[h&(shardCount-1)] // shardFor's, the hash computed once
 	rl := b.trie.reader(h)
 	rl.RLock()
-	b.root.collect(topic, c)
-	c.dedupe()
+	var c *collector
+	single, multi, current := r.subscribers(known, b.trie.gen)
+	if !current {
+		c = collectorPool.Get().(*collector)
+		b.root.collect(topic, c)
+		c.dedupe()
+		single, multi = c.single, c.multi
+	}
+	n := len(single) + len(multi)
 	var chained *Message
-	if c.len() > 1 {
+	if n > 1 {
 		chained = share(m)
 	}
-	err := b.store(sh, m, chained, q, borrowed)
+	var hint *entry
+	if known {
+		hint = r.e
+	}
+	e, err := b.store(sh, m, chained, q, borrowed, hint)
+	if err == nil && r != nil {
+		r.learn(m.Topic, e, h, known, c, b.trie.gen)
+	}
 	rl.RUnlock()
 	if err == nil {
-		switch c.len() {
+		switch n {
 		case 0:
 		case 1:
-			b.fanOut(sh, alone(m), c)
+			b.fanOut(sh, alone(m), single, multi)
 		default:
-			b.fanOut(sh, chained, c)
+			b.fanOut(sh, chained, single, multi)
 		}
 	}
-	c.reset()
-	collectorPool.Put(c)
+	if c != nil {
+		c.reset()
+		collectorPool.Put(c)
+	}
 	return err
 }
 
-func (b *Bus) shardFor(topic string) *shard {
-	return &b.shards[maphash.String(b.seed, topic)&(shardCount-1)]
-}
+// hash is a topic's hash, which picks its shard and its trie stripe.
+func (b *Bus) hash(topic string) uint64 { return maphash.String(b.seed, topic) }
+
+// shardOf is the shard of the topics of hash h.
+func (b *Bus) shardOf(h uint64) *shard { return &b.shards[h&(shardCount-1)] }
+
+func (b *Bus) shardFor(topic string) *shard { return b.shardOf(b.hash(topic)) }
 
 // fanOut queues m, published to a topic of sh, to the collected
-// subscribers (deduplicated), outside the trie lock so notify callbacks
-// and disconnects may take it; sh counts them. Every queue holds the same
-// m: fan-out memory grows with the messages in flight, not with messages
-// times subscribers.
-func (b *Bus) fanOut(sh *shard, m *Message, c *collector) {
+// subscribers (deduplicated: those with one filter, then those with
+// several), outside the trie lock so notify callbacks and disconnects may
+// take it; sh counts them. Every queue holds the same m: fan-out memory
+// grows with the messages in flight, not with messages times subscribers.
+func (b *Bus) fanOut(sh *shard, m *Message, single, multi []*Subscriber) {
 	var t tally
-	for _, s := range c.single {
+	for _, s := range single {
 		t.settle(b, s, m)
 	}
-	for _, s := range c.multi {
+	for _, s := range multi {
 		t.settle(b, s, m)
 	}
 	t.flush(sh)

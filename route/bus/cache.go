@@ -105,19 +105,23 @@ func (q *Quota) Added() int { return int(q.added) }
 // shared copy: it takes the same sequence and joins the topic's chain.
 // Both take the cache entry's topic string, so the messages of a topic
 // share one, and a borrowed m.Topic (PublishBytes) is kept nowhere; the
-// entry of a new topic copies it.
-func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool) error {
+// entry of a new topic copies it. It returns the topic's entry; hint, if
+// not nil, is what a Route says that entry is.
+func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool, hint *entry) (*entry, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[m.Topic]
+	e := hint // m's topic's entry, from a Route, unless it left the cache since
+	if e == nil || e.dead {
+		e = sh.m[m.Topic]
+	}
 	if e == nil {
 		if q != nil && int(q.added) >= b.opt.TopicQuota {
 			b.overQuota.Add(1)
-			return fmt.Errorf("%w: %d new topics, limit %d", ErrTopicQuota, q.added, b.opt.TopicQuota)
+			return nil, fmt.Errorf("%w: %d new topics, limit %d", ErrTopicQuota, q.added, b.opt.TopicQuota)
 		}
 		if !b.countTopic() {
 			b.cacheFull.Add(1)
-			return fmt.Errorf("%w: %d topics", ErrCacheFull, b.opt.MaxTopics)
+			return nil, fmt.Errorf("%w: %d topics", ErrCacheFull, b.opt.MaxTopics)
 		}
 		if q != nil {
 			q.added++
@@ -136,7 +140,7 @@ func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool) err
 		chained.Topic, chained.Seq = m.Topic, m.Seq
 		e.link(chained)
 	}
-	return nil
+	return e, nil
 }
 
 // countTopic counts a new cached topic unless MaxTopics is reached.

@@ -240,14 +240,32 @@ func checkOnce(t *testing.T, filters []string, got []Message, want int) {
 // that joins mid-stream gets, per topic, the cached value and then every
 // later one, in order, none twice.
 func TestSubscribeWhilePublishing(t *testing.T) {
+	t.Run("publish", func(t *testing.T) { subscribeWhilePublishing(t, false) })
+	// The publishers keep a Route each, which remembers their topic's
+	// subscribers (an earlier one, "p/+"): the new subscription must
+	// reach them as it reaches a publish that looks its subscribers up.
+	t.Run("route", func(t *testing.T) { subscribeWhilePublishing(t, true) })
+}
+
+func subscribeWhilePublishing(t *testing.T, routes bool) {
 	const publishers, perPublisher = 4, 3000
 	b := New(Options{Queue: publishers * perPublisher})
+	if routes {
+		mustSub(t, b, nil, "p/+")
+	}
 	var wg sync.WaitGroup
 	for p := range publishers {
 		wg.Go(func() {
 			topic := fmt.Sprintf("p/%d", p)
+			var r Route
 			for i := range perPublisher {
-				if err := b.Publish(topic, []byte(strconv.Itoa(i)), "test"); err != nil {
+				var err error
+				if routes {
+					err = b.PublishRoute(&r, nil, []byte(topic), []byte(strconv.Itoa(i)), "test")
+				} else {
+					err = b.Publish(topic, []byte(strconv.Itoa(i)), "test")
+				}
+				if err != nil {
 					t.Error(err)
 					return
 				}
