@@ -133,11 +133,27 @@ type session struct {
 	conn    protocols.Conn
 	device  string          // from HELLO, for logs
 	sub     *bus.Subscriber // created on the first SUB
-	held    *heldAcks       // ACKs waiting for device writes (writeack.go); nil while none
+	pub     *publisher      // made at the first PUB; nil before
 	quota   bus.Quota       // new topics this connection added to the cache
 	hello   bool
 	waiting bool             // deliveries wait for the output to drain (Writable)
 	stripe  protocols.Stripe // this session's cell of the handler's per-message counters
+}
+
+// publisher is what a session keeps once it publishes, made at its first
+// PUB: a session that never publishes stays within 64 bytes, a size class
+// of its own (TestSessionSize), and one that does pays for this once.
+type publisher struct {
+	route bus.Route // where the last PUB went (bus.PublishRoute)
+	held  heldAcks  // ACKs waiting for device writes (writeack.go)
+}
+
+// publisher returns the session's publisher, made at the first call.
+func (s *session) publisher() *publisher {
+	if s.pub == nil {
+		s.pub = new(publisher)
+	}
+	return s.pub
 }
 
 var (
@@ -244,8 +260,10 @@ func (s *session) onPub(out []byte, m Pub) ([]byte, error) {
 		return s.publishAcked(out, string(m.Topic), m) // a device's write: writeack.go
 	}
 	// The bus copies the payload, and the topic only when it is new to
-	// its cache: a known topic is published under the cache's string.
-	err := s.h.bus.PublishBytes(&s.quota, m.Topic, m.Data, Source)
+	// its cache: a known topic is published under the cache's string. A
+	// device publishes to the same few topics again and again: its Route
+	// spares the bus the lookups of the topic it used last.
+	err := s.h.bus.PublishRoute(&s.publisher().route, &s.quota, m.Topic, m.Data, Source)
 	if err != nil {
 		return s.reject(out, m.MsgID, pubCode(err), err.Error())
 	}

@@ -29,10 +29,10 @@ type heldAck struct {
 	state atomic.Int32 // ackServing, ackHeld, ackDone
 }
 
-// heldAcks is a session's list of held ACKs, allocated at the first one
-// and let go when the last is written: most sessions never wait for a
-// device write, and a slice header in the session (24 bytes, against a
-// pointer's 8) would cost every idle connection a size class (80 -> 64).
+// heldAcks is a session's list of held ACKs, kept by its publisher: most
+// sessions never wait for a device write, and a slice header in the
+// session (24 bytes) would cost every idle connection a size class (64 ->
+// 80).
 type heldAcks []*heldAck
 
 const (
@@ -45,7 +45,8 @@ const (
 // appends the ACK when the write is done already; otherwise it is held,
 // and Notified writes it.
 func (s *session) publishAcked(out []byte, topic string, m Pub) ([]byte, error) {
-	if s.held != nil && len(*s.held) >= maxHeldAcks {
+	p := s.publisher()
+	if len(p.held) >= maxHeldAcks {
 		return s.reject(out, m.MsgID, CodeBusy, "too many PUBs waiting for devices")
 	}
 	a := &heldAck{msgID: m.MsgID}
@@ -62,10 +63,7 @@ func (s *session) publishAcked(out []byte, topic string, m Pub) ([]byte, error) 
 	}
 	s.h.published.Add(s.stripe, 1)
 	if a.state.CompareAndSwap(ackServing, ackHeld) {
-		if s.held == nil {
-			s.held = new(heldAcks)
-		}
-		*s.held = append(*s.held, a)
+		p.held = append(p.held, a)
 		return out, nil
 	}
 	return s.ackWrite(out, a), nil
@@ -86,13 +84,13 @@ func (s *session) ackWrite(out []byte, a *heldAck) []byte {
 
 // flushHeld writes the held ACKs that are done, keeping the others.
 func (s *session) flushHeld() error {
-	if s.held == nil {
+	if s.pub == nil || len(s.pub.held) == 0 {
 		return nil
 	}
 	buf := s.h.out.Get(0)
 	defer s.h.out.Put(buf)
 	out := (*buf)[:0]
-	held := *s.held
+	held := s.pub.held
 	keep := held[:0]
 	for _, a := range held {
 		if a.state.Load() == ackDone {
@@ -101,11 +99,8 @@ func (s *session) flushHeld() error {
 			keep = append(keep, a)
 		}
 	}
-	clear(held[len(keep):])
-	*s.held = keep
-	if len(keep) == 0 {
-		s.held = nil // drained: the list goes with its last ACK
-	}
+	clear(held[len(keep):]) // written ACKs are let go
+	s.pub.held = keep
 	*buf = out
 	_, err := s.flush(out)
 	return err
