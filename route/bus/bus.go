@@ -380,6 +380,7 @@ func (b *Bus) hash(topic string) uint64 { return maphash.String(b.seed, topic) }
 // shardOf is the shard of the topics of hash h.
 func (b *Bus) shardOf(h uint64) *shard { return &b.shards[h&(shardCount-1)] }
 
+// shardFor is the shard of topic.
 func (b *Bus) shardFor(topic string) *shard { return b.shardOf(b.hash(topic)) }
 
 // fanOut queues m, published to a topic of sh, to the collected
