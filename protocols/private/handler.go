@@ -458,10 +458,21 @@ func (s *session) Closed(reason error) {
 }
 
 // recoverPanic turns a panic of this session into its close reason: the
-// connection dies, the worker lives.
+// connection dies, told why (tellInternal), and the worker lives.
 func (s *session) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		s.h.log.Error("session panic", "conn", s.conn.ID(), "device", s.device, "panic", r, "stack", string(debug.Stack()))
 		*err = fmt.Errorf("%w: %v", ErrPanic, r)
+		s.tellInternal()
 	}
+}
+
+// tellInternal tells the client, in the protocol's own words, that the
+// gateway failed it: an ERROR frame, internal error, before the worker
+// closes the connection for the panic. Output is written in whole frames,
+// so the stream is at a frame boundary here. Should the connection itself
+// panic again, the worker is left to close it.
+func (s *session) tellInternal() {
+	defer func() { _ = recover() }()
+	_ = s.conn.Write(AppendError(nil, CodeInternal, CodeInternal.Text()))
 }

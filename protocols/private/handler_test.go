@@ -663,6 +663,36 @@ func FuzzSession(f *testing.F) {
 	})
 }
 
+// panickyConn is a fakeConn whose SetTimer panics, as a bug in the
+// session's path would.
+type panickyConn struct{ *fakeConn }
+
+func (panickyConn) SetTimer(time.Duration) { panic("timer broke") }
+
+// TestPanicIsAnswered: a session that panics closes its connection with
+// ErrPanic, and the client is told first, in the protocol's words (an
+// ERROR frame, internal error), instead of meeting a bare EOF.
+func TestPanicIsAnswered(t *testing.T) {
+	h := New(config.Private{}, bus.New(bus.Options{}), nil)
+	c := &fakeConn{}
+	s, err := h.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.(*session).conn = panickyConn{c} // the HELLO's answer sets a timer
+	if _, err := s.Data(helloFrame("d")); !errors.Is(err, ErrPanic) {
+		t.Fatalf("Data: %v, want ErrPanic", err)
+	}
+	fs := c.frames(t)
+	if len(fs) != 1 || fs[0].Type != TypeError {
+		t.Fatalf("client got %v, want one ERROR", types(fs))
+	}
+	m, err := DecodeError(fs[0].Payload)
+	if err != nil || m.Code != CodeInternal {
+		t.Fatalf("ERROR %+v (%v), want internal error", m, err)
+	}
+}
+
 func TestHelloWithin(t *testing.T) {
 	h := New(config.Private{HelloWithin: 3 * time.Second}, bus.New(bus.Options{}), nil)
 	c := &fakeConn{}
