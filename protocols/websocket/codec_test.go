@@ -238,6 +238,34 @@ func TestPanicIsContained(t *testing.T) {
 	if s := o.sess.(*session); s.sub != nil || s.l != nil {
 		t.Error("a panicked session kept its subscriber or staging buffer")
 	}
+	// The peer is told, in WebSocket's words: its last frame is a close,
+	// 1011 (internal error).
+	fs := o.frames(t)
+	if len(fs) == 0 || fs[len(fs)-1].op != OpClose || len(fs[len(fs)-1].payload) < 2 ||
+		int(fs[len(fs)-1].payload[0])<<8|int(fs[len(fs)-1].payload[1]) != CloseInternal {
+		t.Fatalf("peer got %+v, want a close 1011 last", fs)
+	}
+}
+
+// TestPanicBeforeTheUpgradeIsAnswered: a panic in the call that would
+// have upgraded (the 101 staged, never sent) is answered in HTTP's words,
+// a 500, not with a close frame the peer cannot expect yet.
+func TestPanicBeforeTheUpgradeIsAnswered(t *testing.T) {
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	c := newFakeConn()
+	sess, err := h.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.panicOnTimer = true // the upgrade sets the keepalive timer
+	f := feeder{conn: c, sess: sess}
+	f.feed([]byte(upgradeRequest("/ws")))
+	if !c.closed || !errors.Is(c.reason, ErrPanic) {
+		t.Fatalf("closed=%v reason=%v", c.closed, c.reason)
+	}
+	if !strings.HasPrefix(string(c.out), "HTTP/1.1 500 ") {
+		t.Fatalf("peer got %q, want a 500", c.out)
+	}
 }
 
 func TestWithDefaults(t *testing.T) {

@@ -41,6 +41,7 @@ type fakeConn struct {
 	timer         time.Duration
 	notify        chan struct{}
 	panicOnNotify bool
+	panicOnTimer  bool
 	sess          protocols.Session
 	dropped       int // sum of CountDropped
 }
@@ -57,8 +58,13 @@ func (c *fakeConn) ID() uint64               { return 1 }
 func (c *fakeConn) Peer() netip.AddrPort     { return c.peer }
 func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
 func (c *fakeConn) Buffered() int            { return len(c.held) }
-func (c *fakeConn) SetTimer(d time.Duration) { c.timer = d }
-func (c *fakeConn) CountDropped(n int)       { c.dropped += n }
+func (c *fakeConn) SetTimer(d time.Duration) {
+	if c.panicOnTimer {
+		panic("timer exploded")
+	}
+	c.timer = d
+}
+func (c *fakeConn) CountDropped(n int) { c.dropped += n }
 func (c *fakeConn) Notify() {
 	if c.panicOnNotify {
 		panic("notify exploded")

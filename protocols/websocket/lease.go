@@ -58,6 +58,7 @@ type lease struct {
 
 	batch      uint16 // data messages staged in out since the last flush
 	deliveries uint16 // how many of them are deliveries
+	opened     bool   // the session was upgraded when the call began: its peer has had the 101
 }
 
 var _ net.Conn = (*lease)(nil)
@@ -167,7 +168,7 @@ func (h *Handler) lend(s *session, variant int) (*lease, error) {
 			}
 		}
 	}
-	l.s, l.set = s, h.set.Load()
+	l.s, l.set, l.opened = s, h.set.Load(), s.upgraded
 	return l, nil
 }
 

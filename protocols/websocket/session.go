@@ -170,11 +170,32 @@ func (s *session) end(err error) error {
 }
 
 // panicked turns a recovered panic into a closing error; nothing staged
-// in the broken call is sent.
+// in the broken call is sent, but the peer is told why (tellInternal).
 func (s *session) panicked(r any) error {
-	s.closing = true
 	s.l.resetOut()
+	s.tellInternal()
+	s.closing = true
 	return fmt.Errorf("%w: %v", ErrPanic, r)
+}
+
+// tellInternal stages the protocol's own words for a fault of the
+// gateway's: a close frame 1011 when the peer had its 101 before this
+// call (lease.opened), else an HTTP 500, since a 101 this call staged was
+// never sent. Should that panic too (gorilla left broken by the first),
+// nothing is sent.
+func (s *session) tellInternal() {
+	defer func() {
+		if recover() != nil {
+			s.l.resetOut()
+		}
+	}()
+	switch {
+	case s.closing:
+	case s.l.opened:
+		_ = s.closeWith(CloseInternal, "internal error", nil)
+	default:
+		s.httpError(http.StatusInternalServerError, "internal error")
+	}
 }
 
 // flush hands the staged output to the connection. Past the high-water
