@@ -148,7 +148,17 @@ func start(ctx context.Context, conn net.Conn, frame []byte, opt ClientOptions) 
 		}
 		return c, nil
 	case <-c.done:
+		// The reader may have passed on the server's answer before it met
+		// the close that followed it, and select picks either: a refusal
+		// (an ACK with a status, say busy) is the answer, not the EOF.
 		c.Close()
+		select {
+		case code := <-ack:
+			if code != CodeOK {
+				return nil, code
+			}
+		default:
+		}
 		return nil, c.Err()
 	case <-ctx.Done():
 		c.Close()
