@@ -103,7 +103,7 @@ func reasonLabel(err error) string {
 		return "malformed"
 	case errors.Is(err, protocols.ErrBackpressure):
 		return "backpressure"
-	case errors.Is(err, errPanic):
+	case errors.Is(err, protocols.ErrPanic): // the worker's recover (errPanic) or the session's own
 		return "panic"
 	case errors.Is(err, errInputLimit):
 		return "input_limit"

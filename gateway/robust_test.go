@@ -520,6 +520,68 @@ func TestPanickingHandlerIsContained(t *testing.T) {
 	}
 }
 
+// rbPanicWriter is a device writer (bus.Writer) that panics: a bug in the
+// code a private session calls, inside the session's own recover.
+type rbPanicWriter struct{}
+
+func (rbPanicWriter) Write(string, []byte, string, func(error)) error {
+	panic("robust: injected writer fault")
+}
+
+// TestSessionPanicIsAnsweredAndCounted: a panic that the private session
+// recovers itself (so that it can answer first) reaches the client as
+// ERROR INTERNAL before the close, and the gateway counts and records it
+// as it does the panics it recovers: the metric, the quarantine book, the
+// close reason. Other connections go on.
+func TestSessionPanicIsAnsweredAndCounted(t *testing.T) {
+	cfg := rbConfig(t)
+	g, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bus().Claim("robust-test", []string{"robust/device/value"}, rbPanicWriter{}); err != nil {
+		t.Fatal(err)
+	}
+	rbRunGateway(t, g)
+	addr := g.Addr().String()
+	bystander := rbDialClient(t, addr, "bystander")
+	if err := bystander.Subscribe("robust/bystander"); err != nil {
+		t.Fatal(err)
+	}
+
+	victim, err := rbHelloConn(addr, rbAnySource, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	if err := rbWrite(victim, rbPubFrame(7, "robust/device/value", []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rbReadFrame(victim)
+	if err != nil || f.Type != private.TypeError {
+		t.Fatalf("victim after the panic: frame %v %x, err %v; want ERROR", f.Type, f.Payload, err)
+	}
+	if m, err := private.DecodeError(f.Payload); err != nil || m.Code != private.CodeInternal {
+		t.Fatalf("ERROR %+v (%v), want INTERNAL", m, err)
+	}
+	if f, err := rbReadFrame(victim); err == nil || !(errors.Is(err, io.EOF) || rbIsReset(err)) {
+		t.Fatalf("victim after its ERROR: frame %v %x, err %v; want the connection closed", f.Type, f.Payload, err)
+	}
+	eventually(t, "the panic in the quarantine book", func() bool {
+		return g.Book().Stats().Reasons[protocols.ReasonPanic] == 1
+	})
+	m := httpGet(t, g, "/metrics")
+	if v := metric(m, "edgemux_handler_panics_total"); v != "1" {
+		t.Errorf("edgemux_handler_panics_total = %q, want 1", v)
+	}
+	if v := metric(m, `edgemux_closed_total{protocol="private",reason="panic"}`); v != "1" {
+		t.Errorf(`edgemux_closed_total{reason="panic"} = %q, want 1`, v)
+	}
+	if err := rbRoundTrip(bystander, "robust/bystander", []byte("after")); err != nil {
+		t.Errorf("bystander after the panic: %v", err)
+	}
+}
+
 // TestOversizeInput: frames and requests larger than their limits get the
 // protocol's own answer or a close, and are counted.
 func TestOversizeInput(t *testing.T) {

@@ -505,14 +505,22 @@ func (w *worker) safe(c *conn, input []byte, call func() error) (err error) {
 		}
 	}()
 	err = call()
-	if err != nil && errors.Is(err, protocols.ErrMalformed) && !c.recorded {
+	switch {
+	case err == nil || c.recorded:
+	case errors.Is(err, protocols.ErrPanic):
+		// The session recovered its own panic, to answer its peer first:
+		// counted and recorded as the panics recovered here are.
+		w.g.metrics.panics.Inc()
+		w.g.book.Record(c.Peer(), protocols.ReasonPanic, input)
+		c.recorded = true
+	case errors.Is(err, protocols.ErrMalformed):
 		w.g.book.Record(c.Peer(), protocols.ReasonMalformed, input)
 		c.recorded = true
 	}
 	return err
 }
 
-var errPanic = errors.New("gateway: handler panicked")
+var errPanic = fmt.Errorf("gateway: handler: %w", protocols.ErrPanic)
 
 // notify queues c for Notified; safe from any goroutine.
 func (w *worker) notify(c *conn) {

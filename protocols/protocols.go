@@ -38,6 +38,10 @@ var (
 	// ErrMalformed is wrapped by sessions that reject their input; the
 	// worker then records the connection with the quarantine book.
 	ErrMalformed = errors.New("protocols: malformed input")
+	// ErrPanic is wrapped by sessions that recovered a panic of their own
+	// (to answer their peer in its protocol's words before the close); the
+	// worker counts and records it as a panic it recovered itself.
+	ErrPanic = errors.New("protocols: session panicked")
 )
 
 // Reason says why a connection was sent to the quarantine pool.

@@ -27,7 +27,7 @@ var (
 	// ErrAborted: the peer sent Abort (7.05).
 	ErrAborted = errors.New("coap: peer aborted the connection")
 	// ErrPanic: the session recovered a panic of its own.
-	ErrPanic = errors.New("coap: session panicked")
+	ErrPanic = fmt.Errorf("coap: %w", protocols.ErrPanic)
 )
 
 // Signalling option numbers (RFC 8323 section 5).

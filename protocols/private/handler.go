@@ -21,7 +21,7 @@ var (
 	// ErrPeerError is returned when the client sends an ERROR frame.
 	ErrPeerError = errors.New("private: peer sent ERROR")
 	// ErrPanic is returned when the session recovered a panic of its own.
-	ErrPanic = errors.New("private: session panicked")
+	ErrPanic = fmt.Errorf("private: %w", protocols.ErrPanic)
 )
 
 // flushAt bounds the output a session builds before handing it to

@@ -21,7 +21,12 @@
 // measured figures.
 package websocket
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/edgemux/edgemux/protocols"
+)
 
 // Errors: the reasons a session gives its worker for closing. Those that
 // mean a misbehaving peer wrap protocols.ErrMalformed as well, so the
@@ -54,7 +59,7 @@ var (
 	// ErrInternal: gorilla refused what the scanner let through; a bug.
 	ErrInternal = errors.New("websocket: internal error")
 	// ErrPanic: the session recovered a panic of its own.
-	ErrPanic = errors.New("websocket: session panicked")
+	ErrPanic = fmt.Errorf("websocket: %w", protocols.ErrPanic)
 	// ErrOperatorChanged: the operator rules that admitted the session
 	// were replaced (close 1008); the client reconnects under the new ones.
 	ErrOperatorChanged = errors.New("websocket: operator access changed")
