@@ -491,19 +491,7 @@ func TestPanickingHandlerIsContained(t *testing.T) {
 	if err := rbWrite(victim, rbPubFrame(7, "boom", []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := rbReadFrame(victim); err == nil || !(errors.Is(err, io.EOF) || rbIsReset(err)) {
-		t.Fatalf("victim after the panic: frame %v %x, err %v; want the connection closed", f.Type, f.Payload, err)
-	}
-	eventually(t, "the panic in the quarantine book", func() bool {
-		return g.Book().Stats().Reasons[protocols.ReasonPanic] == 1
-	})
-	m := httpGet(t, g, "/metrics")
-	if v := metric(m, "edgemux_handler_panics_total"); v != "1" {
-		t.Errorf("edgemux_handler_panics_total = %q, want 1", v)
-	}
-	if v := metric(m, `edgemux_closed_total{protocol="private",reason="panic"}`); v != "1" {
-		t.Errorf(`edgemux_closed_total{reason="panic"} = %q, want 1`, v)
-	}
+	rbExpectOnePanic(t, g, victim, "the panic")
 
 	if err := rbRoundTrip(bystander, "robust/bystander", []byte("after")); err != nil {
 		t.Errorf("bystander on the same worker after the panic: %v", err)
@@ -564,8 +552,20 @@ func TestSessionPanicIsAnsweredAndCounted(t *testing.T) {
 	if m, err := private.DecodeError(f.Payload); err != nil || m.Code != private.CodeInternal {
 		t.Fatalf("ERROR %+v (%v), want INTERNAL", m, err)
 	}
+	rbExpectOnePanic(t, g, victim, "its ERROR")
+	if err := rbRoundTrip(bystander, "robust/bystander", []byte("after")); err != nil {
+		t.Errorf("bystander after the panic: %v", err)
+	}
+}
+
+// rbExpectOnePanic checks the end of a private connection whose session
+// panicked, after what the client read so far (after): the connection is
+// closed, and the gateway counted and recorded one panic, the close
+// reason included.
+func rbExpectOnePanic(t *testing.T, g *Gateway, victim net.Conn, after string) {
+	t.Helper()
 	if f, err := rbReadFrame(victim); err == nil || !(errors.Is(err, io.EOF) || rbIsReset(err)) {
-		t.Fatalf("victim after its ERROR: frame %v %x, err %v; want the connection closed", f.Type, f.Payload, err)
+		t.Fatalf("victim after %s: frame %v %x, err %v; want the connection closed", after, f.Type, f.Payload, err)
 	}
 	eventually(t, "the panic in the quarantine book", func() bool {
 		return g.Book().Stats().Reasons[protocols.ReasonPanic] == 1
@@ -576,9 +576,6 @@ func TestSessionPanicIsAnsweredAndCounted(t *testing.T) {
 	}
 	if v := metric(m, `edgemux_closed_total{protocol="private",reason="panic"}`); v != "1" {
 		t.Errorf(`edgemux_closed_total{reason="panic"} = %q, want 1`, v)
-	}
-	if err := rbRoundTrip(bystander, "robust/bystander", []byte("after")); err != nil {
-		t.Errorf("bystander after the panic: %v", err)
 	}
 }
 
