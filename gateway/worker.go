@@ -54,9 +54,9 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	dg     *dgramWorker // its datagram side; nil unless udp.routes names its pool
-	conns  []*conn      // by fd
-	again  []*conn      // read budget ran out before EAGAIN
+	dg     *dgramWorker  // its datagram side; nil unless udp.routes names its pool
+	conns  fdTable[conn] // by fd (fdtable.go)
+	again  []*conn       // read budget ran out before EAGAIN
 	wheel  *wheel
 	rbuf   []byte
 	iovecs []unix.Iovec // writev's scratch (conn.writeBuffered)
@@ -66,9 +66,9 @@ type worker struct {
 	served atomic.Uint64
 
 	// Placement (placement.go): what the worker learns for the dispatcher.
-	busyNs atomic.Uint64 // wall time in poll turns that found work, measured per turn
-	costNs uint32        // smoothed sampled handler time per event, all its connections
-	places []*placement  // by fd, as conns: what placement learns of a connection
+	busyNs atomic.Uint64      // wall time in poll turns that found work, measured per turn
+	costNs uint32             // smoothed sampled handler time per event, all its connections
+	places fdTable[placement] // by fd, as conns: what placement learns of a connection
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -89,8 +89,8 @@ const (
 func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w := &worker{
 		g: g, pool: p, idx: idx, local: local,
-		conns:  make([]*conn, g.reg.Size()),
-		places: make([]*placement, g.reg.Size()),
+		conns:  newFDTable[conn](g.reg.Size()),
+		places: newFDTable[placement](g.reg.Size()),
 		wheel:  newWheel(idleWheelBuckets, 0),
 		done:   make(chan struct{}),
 	}
@@ -237,7 +237,7 @@ func (w *worker) handle(id uint64) {
 		defer w.endSample()
 	}
 	w.served.Add(1)
-	c := w.conns[fd]
+	c := w.conns.get(fd)
 	opened := bits&registry.EvOpen != 0
 	if opened {
 		c = w.open(fd, gen, s, bits)
@@ -274,7 +274,7 @@ func (w *worker) handle(id uint64) {
 		w.sample(c, ns)
 	}
 	// Not after release: its weight has left the dispatcher already.
-	if w.conns[fd] == c {
+	if w.conns.get(fd) == c {
 		w.learn(c, s, now)
 	}
 	// A connection handed over during a drain hears the goodbye after
@@ -294,7 +294,7 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 	}
 	c := newConn(w, fd, gen, s.Peer(), sniff.Proto(s.Proto()), reason)
 	w.seed(c, bits)
-	w.conns[fd] = c
+	w.conns.set(fd, c)
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {
 		c.Close(fmt.Errorf("%w %s", ErrNoHandler, c.proto))
@@ -541,7 +541,7 @@ func (w *worker) drainInbox() {
 	w.inboxMu.Unlock()
 	for _, id := range w.taken {
 		fd, gen := int(id>>32), uint32(id)
-		c := w.conns[fd]
+		c := w.conns.get(fd)
 		if c == nil || c.gen != gen || c.closed {
 			continue
 		}
@@ -574,7 +574,7 @@ func (w *worker) tick(now uint64) {
 	w.ticks = now
 	w.wheel.advance(now, func(t timer) {
 		fd, gen := int(t.id>>32), uint32(t.id)
-		c := w.conns[fd]
+		c := w.conns.get(fd)
 		if c == nil || c.gen != gen || c.closed {
 			return
 		}
@@ -617,11 +617,11 @@ func (w *worker) drainAll() {
 	if w.dg != nil {
 		w.dg.drain(time.Now())
 	}
-	for _, c := range w.conns {
-		if c != nil && !c.closed {
+	w.conns.each(func(c *conn) {
+		if !c.closed {
 			w.drainConn(c)
 		}
-	}
+	})
 }
 
 // drainConn gives a session its Drain call, or closes a session that has
@@ -641,15 +641,12 @@ func (w *worker) drainConn(c *conn) {
 // over, or the gateway closes without one.
 func (w *worker) stopAll() {
 	w.stopping = true
-	for _, c := range w.conns {
-		if c == nil {
-			continue
-		}
+	w.conns.each(func(c *conn) {
 		if !c.closed {
 			c.Close(protocols.ErrShutdown)
 		}
 		c.release()
-	}
+	})
 }
 
 // drain asks the worker to tell its connections the gateway is going.
