@@ -3,6 +3,7 @@ package coap
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/plgd-dev/go-coap/v3/message"
@@ -57,6 +58,7 @@ type tcpSession struct {
 	w       watcher
 	csm     bool // the peer's CSM has come
 	waiting bool // notifications wait for the socket to take the output
+	serving bool // a request (in) is being answered: a panic meanwhile owes it a 5.00
 
 	in   message.Message
 	opts [maxOptions]message.Option
@@ -120,9 +122,12 @@ func (s *tcpSession) handle() error {
 	case code == codes.Abort:
 		return ErrAborted
 	case code >= 1 && code < 32:
+		s.serving = true
 		x := exchange{w: &s.w, notify: s.conn.Notify, now: time.Now()}
 		s.srv.serve(&x, &s.in, &s.res)
-		return s.write(s.in.Token)
+		err := s.write(s.in.Token)
+		s.serving = false
+		return err
 	case code>>5 == 7:
 		return s.abort("unknown signalling code")
 	}
@@ -159,23 +164,31 @@ func (s *tcpSession) abort(why string) error {
 
 // write encodes res with token and writes it.
 func (s *tcpSession) write(token []byte) error {
-	m := s.res.message(token)
-	for {
-		n, err := tcpcoder.DefaultCoder.Encode(m, s.out[:cap(s.out)])
-		if err == nil {
-			s.out = s.out[:n]
-			break
-		}
-		if n <= cap(s.out) {
-			return fmt.Errorf("coap: encode: %w", err)
-		}
-		s.out = make([]byte, 0, n)
+	out, err := s.encode(s.out[:0], token)
+	s.out = out
+	if err != nil {
+		return err
 	}
-	err := s.conn.Write(s.out)
+	err = s.conn.Write(s.out)
 	if cap(s.out) > 64<<10 {
 		s.out = nil // do not keep a large buffer per idle connection
 	}
 	return err
+}
+
+// encode appends res with token to dst, as one message.
+func (s *tcpSession) encode(dst, token []byte) ([]byte, error) {
+	m := s.res.message(token)
+	for {
+		n, err := tcpcoder.DefaultCoder.Encode(m, dst[len(dst):cap(dst)])
+		if err == nil {
+			return dst[:len(dst)+n], nil
+		}
+		if n <= cap(dst)-len(dst) {
+			return dst, fmt.Errorf("coap: encode: %w", err)
+		}
+		dst = slices.Grow(dst, n)
+	}
 }
 
 // Notified delivers what the subscriber holds while the socket takes it.
@@ -246,9 +259,40 @@ func (s *tcpSession) Drain() error {
 // Closed releases the subscriber and any upload.
 func (s *tcpSession) Closed(error) { s.w.clear(s.srv) }
 
-// recoverPanic turns a panic of this session into its close reason.
+// recoverPanic turns a panic of this session into its close reason: the
+// connection dies, told why first (tellInternal), and the worker lives.
 func (s *tcpSession) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("%w: %v", ErrPanic, r)
+		s.tellInternal()
 	}
+}
+
+// tellInternal tells the peer, in CoAP's words, that the gateway failed
+// it, so that it does not take the close for a network fault: a 5.00 to
+// the request being served, if one was (s.in still holds it: its token
+// points into the broken call's input, which the call has not returned),
+// then an Abort (RFC 8323 section 5.6). The session writes every message
+// whole as soon as it is encoded, so the stream is at a message boundary;
+// what the broken call had staged (the response it was building in res,
+// a message encoded in out but not written) is dropped. Both messages are
+// encoded before the one write, so should that panic too (the session's
+// state left broken by the first), nothing is sent and the worker closes
+// the connection all the same.
+func (s *tcpSession) tellInternal() {
+	defer func() { _ = recover() }()
+	out, serving := s.out[:0], s.serving
+	s.serving = false
+	var err error
+	if serving {
+		s.res.fail(codes.InternalServerError, "internal error")
+		if out, err = s.encode(out, s.in.Token); err != nil {
+			return
+		}
+	}
+	s.res.fail(codes.Abort, "internal error")
+	if out, err = s.encode(out, nil); err != nil {
+		return
+	}
+	_ = s.conn.Write(out)
 }

@@ -13,22 +13,45 @@ import (
 	"github.com/edgemux/edgemux/protocols"
 )
 
-// fakeConn is a protocols.Conn that keeps what is written.
+// fakeConn is a protocols.Conn that keeps what is written. The panicOn
+// fields make a call panic, as a bug in the session's path would.
 type fakeConn struct {
 	out      []byte
 	closed   error
 	notifies int
+
+	panicOnNotify, panicOnBuffered, panicOnWrite bool
 }
 
 func (c *fakeConn) ID() uint64               { return 1 }
 func (c *fakeConn) Peer() netip.AddrPort     { return peerA }
 func (c *fakeConn) Reason() protocols.Reason { return protocols.ReasonNone }
-func (c *fakeConn) Write(p []byte) error     { c.out = append(c.out, p...); return nil }
-func (c *fakeConn) Buffered() int            { return 0 }
 func (c *fakeConn) Close(reason error)       { c.closed = reason }
 func (c *fakeConn) SetTimer(time.Duration)   {}
 func (c *fakeConn) CountDropped(int)         {}
-func (c *fakeConn) Notify()                  { c.notifies++ }
+
+func (c *fakeConn) Write(p []byte) error {
+	if c.panicOnWrite {
+		panic("write exploded")
+	}
+	c.out = append(c.out, p...)
+	return nil
+}
+
+func (c *fakeConn) Buffered() int {
+	if c.panicOnBuffered {
+		panic("buffered exploded")
+	}
+	return 0
+}
+
+func (c *fakeConn) Notify() {
+	if c.panicOnNotify {
+		panic("notify exploded")
+	}
+	c.notifies++
+}
+
 func (c *fakeConn) take(t *testing.T) []message.Message {
 	t.Helper()
 	var ms []message.Message
@@ -132,4 +155,98 @@ func TestTCPObserve(t *testing.T) {
 	if tb.bus.Stats().Subscribers != 0 {
 		t.Errorf("subscriber left after close")
 	}
+}
+
+// TestTCPPanicIsAnswered: a session that panics while it serves a request
+// closes its connection with ErrPanic, and the peer is told first, in
+// CoAP's words, rather than meeting a bare close: what was written before
+// stays, then a 5.00 with the request's token, then an Abort, and nothing
+// after. The subscriber the broken request made goes with the connection.
+func TestTCPPanicIsAnswered(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	tb.publish("p/x", "1") // the filter's replay will wake the connection: Notify
+	c := &fakeConn{}
+	sess, _ := tb.h.Open(c)
+	c.take(t)
+	c.panicOnNotify = true
+	observe := message.Message{Code: codes.GET, Token: []byte("tk"), Options: message.Options{
+		{ID: message.Observe}, {ID: message.URIPath, Value: []byte("t")}, {ID: message.URIPath, Value: []byte("p")}, {ID: message.URIPath, Value: []byte("+")},
+	}}
+	in := append(tcpFrame(t, message.Message{Code: codes.CSM}), tcpFrame(t, message.Message{Code: codes.Ping, Token: []byte("pp")})...)
+	in = append(in, tcpFrame(t, observe)...)
+	_, err := sess.Data(in)
+	if !errors.Is(err, ErrPanic) {
+		t.Fatalf("Data = %v, want ErrPanic", err)
+	}
+	ms := c.take(t)
+	if len(ms) != 3 || ms[0].Code != codes.Pong || string(ms[0].Token) != "pp" {
+		t.Fatalf("peer got %v, want Pong, 5.00, Abort", ms)
+	}
+	if m := ms[1]; m.Code != codes.InternalServerError || string(m.Token) != "tk" || string(m.Payload) != "internal error" {
+		t.Errorf("answer to the request %v, want 5.00 with token tk and a diagnostic", m)
+	}
+	if m := ms[2]; m.Code != codes.Abort || len(m.Token) != 0 || string(m.Payload) != "internal error" {
+		t.Errorf("last message %v, want Abort with a diagnostic", m)
+	}
+	sess.Closed(err)
+	if tb.bus.Stats().Subscribers != 0 {
+		t.Errorf("subscriber left after the close")
+	}
+}
+
+// TestTCPPanicOutsideARequest: a panic while no request is served (here,
+// delivering notifications) owes no one a 5.00: the peer gets the Abort
+// alone.
+func TestTCPPanicOutsideARequest(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	tb.publish("x", "0") // a topic with no value would not be observed
+	c := &fakeConn{}
+	sess, _ := tb.h.Open(c)
+	observe := message.Message{Code: codes.GET, Token: []byte("o"), Options: message.Options{
+		{ID: message.Observe}, {ID: message.URIPath, Value: []byte("t")}, {ID: message.URIPath, Value: []byte("x")},
+	}}
+	if _, err := sess.Data(append(tcpFrame(t, message.Message{Code: codes.CSM}), tcpFrame(t, observe)...)); err != nil {
+		t.Fatal(err)
+	}
+	c.take(t)
+	if err := tb.bus.Publish("x", []byte("1"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.panicOnBuffered = true
+	err := sess.(protocols.Notified).Notified()
+	if !errors.Is(err, ErrPanic) {
+		t.Fatalf("Notified = %v, want ErrPanic", err)
+	}
+	if ms := c.take(t); len(ms) != 1 || ms[0].Code != codes.Abort || string(ms[0].Payload) != "internal error" {
+		t.Fatalf("peer got %v, want one Abort with a diagnostic", ms)
+	}
+	sess.Closed(err)
+}
+
+// TestTCPPanicWhileAnswering: when telling the peer panics too (here the
+// connection's Write, which the answer needs as well), that second panic
+// is recovered, nothing is sent, and the close reason is still ErrPanic.
+func TestTCPPanicWhileAnswering(t *testing.T) {
+	tb := newTestbed(t, Config{})
+	c := &fakeConn{}
+	sess, _ := tb.h.Open(c)
+	c.take(t)
+	c.panicOnWrite = true
+	get := message.Message{Code: codes.GET, Token: []byte("g"), Options: message.Options{{ID: message.URIPath, Value: []byte("t")}, {ID: message.URIPath, Value: []byte("x")}}}
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the second panic escaped: %v", r)
+			}
+		}()
+		_, err = sess.Data(append(tcpFrame(t, message.Message{Code: codes.CSM}), tcpFrame(t, get)...))
+	}()
+	if !errors.Is(err, ErrPanic) {
+		t.Fatalf("Data = %v, want ErrPanic", err)
+	}
+	if len(c.out) != 0 {
+		t.Fatalf("peer got % x, want nothing", c.out)
+	}
+	sess.Closed(err)
 }

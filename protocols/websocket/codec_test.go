@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"reflect"
 	"strings"
@@ -226,8 +227,12 @@ func TestLeaseIsTheWire(t *testing.T) {
 	}
 }
 
+// TestPanicIsContained: a panic while a session delivers closes its
+// connection with ErrPanic, after a close 1011, and is logged with its
+// stack.
 func TestPanicIsContained(t *testing.T) {
-	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	var logs bytes.Buffer
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), slog.New(slog.NewJSONHandler(&logs, nil)))
 	h.bus.Publish("p", []byte("1"), "private") // the sub's replay calls Notify
 	o := newOffline(t, h)
 	o.conn.panicOnNotify = true
@@ -245,13 +250,16 @@ func TestPanicIsContained(t *testing.T) {
 		int(fs[len(fs)-1].payload[0])<<8|int(fs[len(fs)-1].payload[1]) != CloseInternal {
 		t.Fatalf("peer got %+v, want a close 1011 last", fs)
 	}
+	checkPanicLogged(t, &logs, "notify exploded", "(*fakeConn).Notify")
 }
 
 // TestPanicBeforeTheUpgradeIsAnswered: a panic in the call that would
 // have upgraded (the 101 staged, never sent) is answered in HTTP's words,
-// a 500, not with a close frame the peer cannot expect yet.
+// a 500, not with a close frame the peer cannot expect yet; it is logged
+// all the same.
 func TestPanicBeforeTheUpgradeIsAnswered(t *testing.T) {
-	h := New(config.WebSocket{}, bus.New(bus.Options{}), nil)
+	var logs bytes.Buffer
+	h := New(config.WebSocket{}, bus.New(bus.Options{}), slog.New(slog.NewJSONHandler(&logs, nil)))
 	c := newFakeConn()
 	sess, err := h.Open(c)
 	if err != nil {
@@ -265,6 +273,36 @@ func TestPanicBeforeTheUpgradeIsAnswered(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(c.out), "HTTP/1.1 500 ") {
 		t.Fatalf("peer got %q, want a 500", c.out)
+	}
+	checkPanicLogged(t, &logs, "timer exploded", "(*fakeConn).SetTimer")
+}
+
+// checkPanicLogged checks that logs (a Handler's, as JSON lines) hold the
+// panic once, as the private protocol logs its own: at error level, with
+// the connection, the panic's value, and a stack that reaches the frame
+// that panicked (where), since the value alone does not find the bug.
+func checkPanicLogged(t *testing.T, logs *bytes.Buffer, value, where string) {
+	t.Helper()
+	var panics []map[string]any
+	for line := range bytes.Lines(logs.Bytes()) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == "session panic" {
+			panics = append(panics, rec)
+		}
+	}
+	if len(panics) != 1 {
+		t.Fatalf("logged %d session panics, want 1; the log:\n%s", len(panics), logs)
+	}
+	rec := panics[0]
+	stack, _ := rec["stack"].(string)
+	if rec["level"] != "ERROR" || rec["component"] != "websocket" || rec["conn"] != float64(1) || rec["panic"] != value {
+		t.Errorf("logged %v, want level ERROR, component websocket, conn 1, panic %q", rec, value)
+	}
+	if !strings.Contains(stack, where) {
+		t.Errorf("the logged stack does not reach %s:\n%s", where, stack)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -171,7 +172,10 @@ func (s *session) end(err error) error {
 
 // panicked turns a recovered panic into a closing error; nothing staged
 // in the broken call is sent, but the peer is told why (tellInternal).
+// The panic is logged here, with the stack that led to it, because the
+// close reason carries only its value and a bug needs the place too.
 func (s *session) panicked(r any) error {
+	s.h.log.Error("session panic", "conn", s.conn.ID(), "panic", r, "stack", string(debug.Stack()))
 	s.l.resetOut()
 	s.tellInternal()
 	s.closing = true
