@@ -270,7 +270,7 @@ func BenchmarkPingPong(b *testing.B) {
 		return e
 	}
 	var variants []variant
-	for _, spin := range []int{-1, 16, 64, 256} {
+	for _, spin := range []int{-1, 8, 16, 64, 256} {
 		variants = append(variants, variant{fmt.Sprintf("chan/spin=%d", max(spin, 0)), spin, chanS})
 	}
 	variants = append(variants,
