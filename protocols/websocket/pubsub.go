@@ -46,7 +46,7 @@ var pongReply = []byte(`{"op":"pong"}`)
 // request handles one JSON message.
 func (s *session) request(msg []byte) error {
 	var req request
-	if err := json.Unmarshal(msg, &req); err != nil {
+	if err := decodeRequest(msg, &req); err != nil {
 		return s.replyError(CodeBadJSON, err.Error())
 	}
 	switch req.Op {
