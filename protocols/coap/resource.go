@@ -3,6 +3,7 @@ package coap
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type server struct {
 	cfg     Config
 	bus     *bus.Bus
 	stats   *counters
+	log     *slog.Logger
 	uploads atomic.Int64 // block-wise bodies being assembled, in all
 }
 

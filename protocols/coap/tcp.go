@@ -3,6 +3,7 @@ package coap
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -264,6 +265,9 @@ func (s *tcpSession) Closed(error) { s.w.clear(s.srv) }
 func (s *tcpSession) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("%w: %v", ErrPanic, r)
+		// Logged with the stack here: the close reason carries only the
+		// value, and a bug needs the place too (as private and WebSocket).
+		s.srv.log.Error("session panic", "conn", s.conn.ID(), "panic", r, "stack", string(debug.Stack()))
 		s.tellInternal()
 	}
 }

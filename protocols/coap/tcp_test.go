@@ -1,8 +1,12 @@
 package coap
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +168,8 @@ func TestTCPObserve(t *testing.T) {
 // after. The subscriber the broken request made goes with the connection.
 func TestTCPPanicIsAnswered(t *testing.T) {
 	tb := newTestbed(t, Config{})
+	var logged bytes.Buffer
+	tb.h.srv.log = slog.New(slog.NewJSONHandler(&logged, nil))
 	tb.publish("p/x", "1") // the filter's replay will wake the connection: Notify
 	c := &fakeConn{}
 	sess, _ := tb.h.Open(c)
@@ -191,6 +197,14 @@ func TestTCPPanicIsAnswered(t *testing.T) {
 	sess.Closed(err)
 	if tb.bus.Stats().Subscribers != 0 {
 		t.Errorf("subscriber left after the close")
+	}
+	// Logged once, at error level, with the stack down to the panic.
+	var line struct{ Level, Msg, Panic, Stack string }
+	if err := json.Unmarshal(logged.Bytes(), &line); err != nil {
+		t.Fatalf("log %q: want one JSON line: %v", logged.String(), err)
+	}
+	if line.Level != "ERROR" || line.Msg != "session panic" || !strings.Contains(line.Stack, "(*fakeConn).Notify") {
+		t.Errorf("logged %+v, want an error \"session panic\" whose stack reaches fakeConn.Notify", line)
 	}
 }
 
