@@ -78,12 +78,12 @@ func quickRequest(msg []byte, req *request) bool {
 			end := skipValue(msg, p)
 			req.Data = msg[p:end] // null too: a RawMessage holds it as it is
 			p = end
-		case 3:
+		case 3: // its own bool, as encoding/json makes: only subs carry it
 			switch {
 			case bytes.HasPrefix(msg[p:], []byte("true")):
-				req.Retained, p = &retainedTrue, p+4
+				req.Retained, p = new(true), p+4
 			case bytes.HasPrefix(msg[p:], []byte("false")):
-				req.Retained, p = &retainedFalse, p+5
+				req.Retained, p = new(false), p+5
 			case bytes.HasPrefix(msg[p:], []byte("null")):
 				req.Retained, p = nil, p+4
 			default:
@@ -98,10 +98,6 @@ func quickRequest(msg []byte, req *request) bool {
 	}
 	return false
 }
-
-// retainedTrue and retainedFalse are what Retained points at; request
-// handling only reads it.
-var retainedTrue, retainedFalse = true, false
 
 // opName returns op as a string, without allocating for the protocol's
 // own ops.
