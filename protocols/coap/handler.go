@@ -16,7 +16,6 @@ import (
 // concurrent use.
 type Handler struct {
 	srv *server
-	log *slog.Logger
 }
 
 var (
@@ -30,7 +29,7 @@ func New(cfg Config, b *bus.Bus, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{srv: &server{cfg: withDefaults(cfg), bus: b, stats: new(counters), log: log}, log: log}
+	return &Handler{srv: &server{cfg: withDefaults(cfg), bus: b, stats: new(counters), log: log}}
 }
 
 // Config returns the configuration in effect, defaults filled in.

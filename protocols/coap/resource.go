@@ -37,7 +37,7 @@ type server struct {
 	cfg     Config
 	bus     *bus.Bus
 	stats   *counters
-	log     *slog.Logger
+	log     *slog.Logger // where a TCP session's panic is logged
 	uploads atomic.Int64 // block-wise bodies being assembled, in all
 }
 
