@@ -29,7 +29,10 @@ const (
 // parked -> running CAS.
 const (
 	stateRunning uint32 = iota
-	stateParked
+	stateParked         // published, the last re-check of ready() under way
+	stateAsleep         // past the re-check: asleep, or about to be; Borrow may take the turn
+	stateLent           // a borrower runs the worker's turn (Borrow)
+	stateLentDue        // lent, and the worker's timed sleep ended meanwhile: Return wakes it
 )
 
 // Sleeper is the primitive a Parked worker sleeps on. The Parker
@@ -53,6 +56,7 @@ type ParkerStats struct {
 	Wakes    uint64 // Unpark calls that had to wake a sleeping worker
 	Spurious uint64 // wakes after which ready() still reported no work
 	Timeouts uint64 // sleeps that ended by timeout
+	Lends    uint64 // turns taken by Borrow
 }
 
 // Parker lets one worker goroutine sleep until a producer has work for it.
@@ -60,20 +64,30 @@ type ParkerStats struct {
 // The protocol is the classic one for avoiding lost wakeups:
 //
 //	worker (Park)                       producer (Unpark, after publishing work)
-//	  spin: poll ready(), yield           if state != parked: return   (one load)
-//	  state = parked                      if CAS(parked -> running):
+//	  spin: poll ready(), yield           if state is not parked or asleep: return (one load)
+//	  state = parked                      if CAS(that state -> running):
 //	  if ready(): undo and return             sleeper.Wake()
-//	  sleep
+//	  CAS(parked -> asleep), sleep
 //
 // Go atomics are sequentially consistent, so either the worker's re-check
-// sees the producer's work, or the producer's load sees "parked" and wakes
-// it. Only the Unpark that wins the CAS calls Wake, so each sleep gets at
-// most one token; a worker that gives up on its own (ready on the re-check,
-// or a timeout) must win the same CAS, and if it loses, it consumes the
-// token that is on its way so that the next Park does not wake for
-// nothing.
+// sees the producer's work, or the producer's load sees "parked" (or
+// "asleep") and wakes it. Only the Unpark that wins the CAS calls Wake, so
+// each sleep gets at most one token; a worker that gives up on its own
+// (ready on the re-check, or a timeout) must win the same CAS, and if it
+// loses, it consumes the token that is on its way so that the next Park
+// does not wake for nothing.
 //
-// Park must be called from one goroutine (the worker); Unpark from any.
+// A worker that is asleep can lend its turn (Borrow, Return): a producer
+// that would only wake it and wait for it runs the turn itself, on its
+// own goroutine, while the worker sleeps on. "asleep" is the state past
+// the re-check, since the re-check reads the worker's own state, which a
+// borrower changes. While lent, Unpark does nothing, so Return looks for
+// queued work once more after the turn is back (the same re-check, now on
+// the borrower's side) and wakes the worker for it; a timed sleep that
+// ends while lent marks the state and waits for Return to wake it.
+//
+// Park must be called from one goroutine (the worker); Unpark and Borrow
+// from any.
 type Parker struct {
 	state    atomic.Uint32
 	spin     int
@@ -83,6 +97,7 @@ type Parker struct {
 	wakes    atomic.Uint64
 	spurious atomic.Uint64
 	timeouts atomic.Uint64
+	lends    atomic.Uint64
 }
 
 // NewParker returns a Parker that sleeps on a ChanParker, the default
@@ -152,6 +167,10 @@ func (p *Parker) Park(ready func() bool, timeout time.Duration) (woken bool) {
 		p.unpublish()
 		return true
 	}
+	if !p.state.CompareAndSwap(stateParked, stateAsleep) {
+		p.sleeper.Sleep(0) // an Unpark claimed this sleep: take its token
+		return true
+	}
 	p.parks.Add(1)
 	slept := p.sleeper.Sleep(timeout)
 	p.oneP = runtime.GOMAXPROCS(0) == 1
@@ -172,11 +191,24 @@ func (p *Parker) Park(ready func() bool, timeout time.Duration) (woken bool) {
 // reports whether no Unpark had claimed the wake; otherwise it consumes
 // the token that Unpark has sent or is about to send.
 func (p *Parker) unpublish() bool {
-	if p.state.CompareAndSwap(stateParked, stateRunning) {
-		return true
+	for {
+		switch st := p.state.Load(); st {
+		case stateParked, stateAsleep:
+			if p.state.CompareAndSwap(st, stateRunning) {
+				return true
+			}
+		case stateLent:
+			// A borrower has the turn: wait for it to give the turn
+			// back (Return sees stateLentDue and wakes us).
+			if p.state.CompareAndSwap(stateLent, stateLentDue) {
+				p.sleeper.Sleep(0)
+				return false
+			}
+		default: // an Unpark or a Return claimed the sleep; its token is on the way
+			p.sleeper.Sleep(0)
+			return false
+		}
 	}
-	p.sleeper.Sleep(0)
-	return false
 }
 
 // Unpark wakes the worker if it is parked, and reports whether it did.
@@ -188,20 +220,59 @@ func (p *Parker) unpublish() bool {
 // call runtime.Gosched once before it blocks in a raw syscall such as
 // unix.EpollWait, or the wakeup waits for sysmon (see wake_bench_test.go).
 func (p *Parker) Unpark() (woke bool) {
-	if p.state.Load() != stateParked {
+	for {
+		st := p.state.Load()
+		if st != stateParked && st != stateAsleep {
+			return false
+		}
+		// A failed CAS may only be the worker going from parked to
+		// asleep: look again, or this wake is lost.
+		if p.state.CompareAndSwap(st, stateRunning) {
+			p.wakes.Add(1)
+			p.sleeper.Wake()
+			return true
+		}
+	}
+}
+
+// Borrow takes the turn of a worker that sleeps: on true the caller owns
+// everything the worker owns, runs its work on its own goroutine, and
+// must call Return. It fails unless the worker is asleep (past its last
+// re-check), so a worker never runs beside its borrower: a timed sleep
+// that ends meanwhile waits for Return. While lent, Unpark does nothing;
+// Return looks for what came meanwhile.
+func (p *Parker) Borrow() bool {
+	if p.state.Load() != stateAsleep || !p.state.CompareAndSwap(stateAsleep, stateLent) {
 		return false
 	}
-	if !p.state.CompareAndSwap(stateParked, stateRunning) {
-		return false
+	p.lends.Add(1)
+	return true
+}
+
+// Return gives back a turn taken with Borrow. With wake, or when the
+// worker's timed sleep ended while lent, the worker is woken to run on
+// its own. Otherwise it sleeps on, and queued (atomics only: the worker
+// may run again as soon as the turn is back) is asked once more, after
+// the turn is back, for work whose producer found the worker lent and
+// woke nobody; if there is some, the worker is woken for it.
+func (p *Parker) Return(wake bool, queued func() bool) {
+	if !wake && p.state.CompareAndSwap(stateLent, stateAsleep) {
+		if queued() {
+			p.Unpark()
+		}
+		return
 	}
+	p.state.Store(stateRunning) // stateLent or stateLentDue: nobody else writes it now
 	p.wakes.Add(1)
 	p.sleeper.Wake()
-	return true
 }
 
 // Parked reports whether the worker has published that it is asleep (or
 // about to be). For metrics and tests.
-func (p *Parker) Parked() bool { return p.state.Load() == stateParked }
+func (p *Parker) Parked() bool {
+	st := p.state.Load()
+	return st == stateParked || st == stateAsleep
+}
 
 // Stats returns the Parker's counters.
 func (p *Parker) Stats() ParkerStats {
@@ -210,6 +281,7 @@ func (p *Parker) Stats() ParkerStats {
 		Wakes:    p.wakes.Load(),
 		Spurious: p.spurious.Load(),
 		Timeouts: p.timeouts.Load(),
+		Lends:    p.lends.Load(),
 	}
 }
 
