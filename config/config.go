@@ -64,6 +64,9 @@ type Dispatch struct {
 	RingSize int    `yaml:"ring_size"` // events per SPSC ring, a power of two
 	Spin     int    `yaml:"spin"`      // polls before a worker parks (at most one with GOMAXPROCS 1)
 	History  int    `yaml:"history"`   // source addresses whose class is remembered; 0 = none
+	// LendBelow: a loop runs a sleeping worker's turn itself while the
+	// worker's sampled cost per event is under this; 0 = never.
+	LendBelow time.Duration `yaml:"lend_below"`
 }
 
 // Pool is a group of workers dedicated to one protocol (or, with Protocols,

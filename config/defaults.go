@@ -60,7 +60,7 @@ func Defaults() Config {
 			TLSBudget:    4096,
 			ProbeTimeout: 2 * time.Second,
 		},
-		Dispatch: Dispatch{Policy: "entropy", Window: 1024, RingSize: 4096, Spin: 8, History: 4096},
+		Dispatch: Dispatch{Policy: "entropy", Window: 1024, RingSize: 4096, Spin: 8, History: 4096, LendBelow: 50 * time.Microsecond},
 		Pools:    defaultPools(),
 		Routes: []Route{
 			{Match: Match{Proto: "private"}, Action: "handle"},

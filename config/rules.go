@@ -87,6 +87,7 @@ type durationRule struct {
 
 var durationRules = [...]durationRule{
 	{"limits.emfile_pause", time.Millisecond, 10 * time.Second, func(c *Config) time.Duration { return c.Limits.EMFILEPause }},
+	{"dispatch.lend_below", 0, 10 * time.Millisecond, func(c *Config) time.Duration { return c.Dispatch.LendBelow }},
 	{"udp.receive_delay", 0, 50 * time.Millisecond, func(c *Config) time.Duration { return c.UDP.ReceiveDelay }},
 	{"udp.receive_delay_idle", 0, 50 * time.Millisecond, func(c *Config) time.Duration { return c.UDP.ReceiveDelayIdle }},
 	{"sniff.deadline", 100 * time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.Sniff.Deadline }},

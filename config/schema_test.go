@@ -36,7 +36,7 @@ func TestSchemaUnknownKeys(t *testing.T) {
 		{"pools:\n  private:\n    worker: 5\n", "pools.private.worker: unknown key; did you mean pools.private.workers? (line 3)"},
 		{"routes:\n  - match: {proto: http, host: x}\n    action: admin\n",
 			"routes[0].match.host: unknown key; routes[0].match takes proto, sni, source (line 2)"},
-		{"dispatch:\n  zzz: 1\n", "dispatch.zzz: unknown key; dispatch takes policy, window, ring_size, spin, history (line 2)"},
+		{"dispatch:\n  zzz: 1\n", "dispatch.zzz: unknown key; dispatch takes policy, window, ring_size, spin, history, lend_below (line 2)"},
 		// In a list item, the path carries the index.
 		{"modbus:\n  tags:\n    - {topic: a, table: input, address: 0, type: int16}\n    - {topic: b, table: input, address: 1, type: int16}\n    - tpoic: c\n      table: input\n",
 			"modbus.tags[2].tpoic: unknown key; did you mean modbus.tags[2].topic? (line 5)"},

@@ -405,7 +405,11 @@ func (l *loop) deliver(fd int, gen uint32, s *registry.Slot, bits uint32) {
 func (l *loop) wakeMarked() {
 	for _, wi := range l.toWake {
 		l.marked[wi] = false
-		if l.g.workers[wi].wake() {
+		w := l.g.workers[wi]
+		if w.lend() {
+			continue
+		}
+		if w.wake() {
 			l.woke = true
 		}
 	}

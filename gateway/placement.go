@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/edgemux/edgemux/registry"
 	"github.com/edgemux/edgemux/route"
 )
@@ -78,6 +80,7 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 // profile if it has one.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
+	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && time.Duration(w.costNs) < w.g.cfg.Dispatch.LendBelow)
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		pl.prof.Sample(ns)
 	}

@@ -24,6 +24,7 @@ const (
 	eventsPerRing    = 256      // events taken from one ring before looking at the next
 	workerTick       = 100 * time.Millisecond
 	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
+	lendMaxEvents    = 4    // a loop runs a sleeping worker's turn itself only for this few events (lend)
 )
 
 // parker is what route's parkers offer; the worker does not care which.
@@ -47,7 +48,11 @@ type worker struct {
 	// readyFn is w.ready as a value made once: a method value made at
 	// each Park would escape through the parker interface and allocate
 	// on every idle turn.
-	readyFn func() bool
+	readyFn  func() bool
+	queuedFn func() bool // w.queued, as readyFn
+	// lendable: handlers cheap enough that a loop may run this worker's
+	// turn itself (lend); set from the sampled cost, read by the loops.
+	lendable atomic.Bool
 
 	inboxMu sync.Mutex
 	inbox   []uint64 // conn ids with a pending Notify
@@ -95,6 +100,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		done:   make(chan struct{}),
 	}
 	w.readyFn = w.ready
+	w.queuedFn = w.queued
 	w.st = newStageClock(g)
 	pk := route.NewParker(g.cfg.Dispatch.Spin)
 	w.park = pk
@@ -172,6 +178,58 @@ func (w *worker) ready() bool {
 		}
 	}
 	return false
+}
+
+// queued is ready without what only the worker itself adds (its again
+// list, a drain it has acted on): atomics only, so a loop that ran the
+// worker's turn (lend) may ask it after giving the turn back, when the
+// worker may be running again.
+func (w *worker) queued() bool {
+	if w.inboxN.Load() > 0 || w.state.Load() != workerRunning {
+		return true
+	}
+	if w.dg != nil && w.dg.woken.Load() {
+		return true
+	}
+	for _, r := range w.rings {
+		if r.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// lend runs the worker's turn on the calling loop's goroutine when the
+// worker sleeps, its handlers are cheap and little is queued: a quiet
+// gateway's request then costs no wake, no switch to the worker's
+// goroutine and no spin before the worker sleeps again. It reports
+// whether it did; if not, the caller wakes the worker as usual.
+func (w *worker) lend() bool {
+	if !w.lendable.Load() || w.queuedEvents() > lendMaxEvents {
+		return false
+	}
+	pk, ok := w.park.(*route.Parker)
+	if !ok || !pk.Borrow() {
+		return false
+	}
+	w.g.metrics.lent.Inc()
+	now := time.Now()
+	if w.poll() {
+		w.busyNs.Add(uint64(time.Since(now)))
+	}
+	// What only the worker may finish (a connection whose read budget
+	// ran out) goes back to it, awake.
+	pk.Return(len(w.again) > 0, w.queuedFn)
+	return true
+}
+
+// queuedEvents is what the worker's rings hold.
+func (w *worker) queuedEvents() int {
+	n := 0
+	for _, r := range w.rings {
+		n += r.Len()
+	}
+	return n
 }
 
 // poll handles what is waiting and reports whether it found anything.
