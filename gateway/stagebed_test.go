@@ -80,9 +80,19 @@ func (s stageSession) Closed(error) {}
 // otherwise the worker keeps the one newWorker gave it.
 func newStageBed(tb testing.TB, n int, sleeper route.Sleeper) *stageBed {
 	tb.Helper()
+	return newStageBedWith(tb, n, sleeper, nil)
+}
+
+// newStageBedWith is newStageBed with the default configuration changed
+// by adjust first (when not nil).
+func newStageBedWith(tb testing.TB, n int, sleeper route.Sleeper, adjust func(*config.Config)) *stageBed {
+	tb.Helper()
 	cfg, err := config.Parse(config.DefaultYAML)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(&cfg)
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Loops = 1

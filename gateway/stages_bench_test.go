@@ -242,19 +242,22 @@ func BenchmarkStageReadAgain(b *testing.B) {
 // how long the stand-in loop blocks after a wake, as in epoll_wait.
 const stageSettle = 50 * time.Microsecond
 
-// stageSleepers are the wake primitives the worker's Parker can sleep on.
+// stageSleepers are the wake primitives the worker's Parker can sleep on,
+// and the lent turn that replaces the wake for a cheap sleeping worker.
 var stageSleepers = []struct {
 	name string
 	make func(testing.TB) route.Sleeper // nil: the gateway's default
+	lend bool                           // dispatch.lend_below as by default; otherwise 0, so every event is a wake
 }{
-	{"chan", nil},
+	{"chan", nil, false},
 	{"eventfd", func(tb testing.TB) route.Sleeper {
 		e, err := route.NewEventfdParker()
 		if err != nil {
 			tb.Skip(err)
 		}
 		return e
-	}},
+	}, false},
+	{"lent", nil, true},
 }
 
 // BenchmarkStageWake reports the latency (p50/p99, ns) from the loop's
@@ -263,7 +266,10 @@ var stageSleepers = []struct {
 // (Park(ready, workerTick) with the configured spin), woken by l.deliver,
 // then Take, read(2) and Session.Data. The stand-in loop then behaves as
 // loop.run does after a wake: one runtime.Gosched, then a blocking
-// syscall. Sub-benchmarks: the default channel sleeper and an eventfd.
+// syscall. Sub-benchmarks: the default channel sleeper and an eventfd,
+// with lent turns off; and "lent", the default, where the loop runs the
+// sleeping worker's turn itself once its cost is sampled (the first
+// events of a run are still wakes).
 // ns/op is hidden: it is mostly the settle time that makes every wake a
 // real sleep.
 func BenchmarkStageWake(b *testing.B) {
@@ -273,7 +279,11 @@ func BenchmarkStageWake(b *testing.B) {
 			if sl.make != nil {
 				s = sl.make(b)
 			}
-			bed := newStageBed(b, 1, s)
+			bed := newStageBedWith(b, 1, s, func(cfg *config.Config) {
+				if !sl.lend {
+					cfg.Dispatch.LendBelow = 0
+				}
+			})
 			lat := make([]int64, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
