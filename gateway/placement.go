@@ -21,6 +21,7 @@ type placement struct {
 	prof     route.Profile
 	weight   uint32        // what the dispatcher counts for the connection now
 	placedAs route.Pattern // the class it was picked as, for the release
+	slow     bool          // its last sample took dispatch.lend_below or more (counted in the worker's slowConns)
 }
 
 // placeAfter is how many events a connection without history takes
@@ -80,10 +81,42 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 // profile if it has one.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
-	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && time.Duration(w.costNs) < w.g.cfg.Dispatch.LendBelow)
+	slow := time.Duration(ns) >= w.g.cfg.Dispatch.LendBelow
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		pl.prof.Sample(ns)
+		w.markSlow(pl, slow)
 	}
+	if slow {
+		w.lendHold = lendHoldSamples
+	} else if w.lendHold > 0 {
+		w.lendHold--
+	}
+	w.updateLendable()
+}
+
+// markSlow records whether pl's connection's last sample was too slow to
+// be lent, and keeps the worker's count of such connections.
+func (w *worker) markSlow(pl *placement, slow bool) {
+	switch {
+	case slow && !pl.slow:
+		w.slowConns++
+	case !slow && pl.slow:
+		w.slowConns--
+	}
+	pl.slow = slow
+}
+
+// updateLendable says whether a loop may run this worker's turn (lend):
+// its average cost per event is under dispatch.lend_below, none of its
+// connections' last sample was over it, and no sample was over it lately
+// (a connection that is not profiled yet). The average alone would not
+// do: it clips each sample to four times itself, so one slow connection
+// among cheap ones barely moves it, and each of its events would hold
+// the loop. Never for quarantine or pinned workers.
+func (w *worker) updateLendable() {
+	limit := w.g.cfg.Dispatch.LendBelow
+	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && w.slowConns == 0 && w.lendHold == 0 &&
+		time.Duration(w.costNs) < limit)
 }
 
 // unplace uncounts c from the dispatcher and remembers in the pool's
@@ -97,6 +130,8 @@ func (w *worker) unplace(c *conn) {
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
 		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
+		w.markSlow(pl, false)
+		w.updateLendable()
 		w.places.set(int(c.fd), nil)
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)
