@@ -18,7 +18,8 @@
 # POLICIES ("inline roundrobin entropy"), MODES ("asis slow"), SLOW
 # (modbus:5ms, the EDGEMUX_BENCH_SLOW of the slow mode), RATE_PER_CONN (1
 # request per second per connection), DURATION (20s), STAGE_SAMPLE (128;
-# 0 turns the stage timestamps off, to see what they cost), OUT (a file
+# 0 turns the stage timestamps off, to see what they cost), LEND_BELOW
+# (dispatch.lend_below; 50us, the default; 0 turns lent turns off), OUT (a file
 # under examples/bench/results/ to append the tables to; default prints
 # only).
 
@@ -31,6 +32,7 @@ SLOW=${SLOW:-modbus:5ms}
 RATE_PER_CONN=${RATE_PER_CONN:-1}
 DURATION=${DURATION:-20s}
 STAGE_SAMPLE=${STAGE_SAMPLE:-128}
+LEND_BELOW=${LEND_BELOW:-50us}
 PORT=${PORT:-25830}
 PROTOS="modbus ws-ping ws-pub private rudp coap"
 NPROTOS=6
@@ -52,6 +54,7 @@ limits:
   max_sniffing_per_ip: 4096
 dispatch:
   policy: $1
+  lend_below: $LEND_BELOW
 admin:
   stage_sample: $STAGE_SAMPLE
 private:
@@ -146,7 +149,7 @@ print("%-10s %6s %-5s %-8s p50/p99 ns: %s" % (sys.argv[1], sys.argv[2], sys.argv
 	echo "Mixed traffic, $(date -u +%Y-%m-%dT%H:%MZ), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(uname -sr)"
 	echo "open loop, $RATE_PER_CONN request/s per connection, $DURATION per run, connections split evenly over: $PROTOS"
-	echo "slow mode: EDGEMUX_BENCH_SLOW=$SLOW (benchslow build); admin.stage_sample: $STAGE_SAMPLE; latencies in us from the scheduled send time"
+	echo "slow mode: EDGEMUX_BENCH_SLOW=$SLOW (benchslow build); admin.stage_sample: $STAGE_SAMPLE; dispatch.lend_below: $LEND_BELOW; latencies in us from the scheduled send time"
 	printf "%-10s %6s %-5s %-8s %6s %8s %8s %9s %7s %6s\n" policy conns mode proto qps p50_us p99_us p99.9_us errors late
 	for conns in $CONNS_LIST; do
 		for mode in $MODES; do
