@@ -65,7 +65,7 @@ type Dispatch struct {
 	Spin     int    `yaml:"spin"`      // polls before a worker parks (at most one with GOMAXPROCS 1)
 	History  int    `yaml:"history"`   // source addresses whose class is remembered; 0 = none
 	// LendBelow: a loop runs a sleeping worker's turn itself while the
-	// worker's sampled cost per event is under this; 0 = never.
+	// worker's sampled cost per event is under this; 0s = never.
 	LendBelow time.Duration `yaml:"lend_below"`
 }
 

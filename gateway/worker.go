@@ -208,7 +208,9 @@ func (w *worker) queued() bool {
 // goroutine and no spin before the worker sleeps again. It reports
 // whether it did; if not, the caller wakes the worker as usual.
 func (w *worker) lend() bool {
-	if !w.lendable.Load() || w.queuedEvents() > lendMaxEvents {
+	// A draining or stopping worker runs on its own: its turn ends in
+	// work only it does (stopAll), and Return would wake it anyway.
+	if !w.lendable.Load() || w.state.Load() != workerRunning || w.queuedEvents() > lendMaxEvents {
 		return false
 	}
 	pk, ok := w.park.(*route.Parker)

@@ -53,7 +53,7 @@ type Sleeper interface {
 // ParkerStats counts what a Parker did. Counters only grow.
 type ParkerStats struct {
 	Parks    uint64 // times the worker actually went to sleep
-	Wakes    uint64 // Unpark calls that had to wake a sleeping worker
+	Wakes    uint64 // wakes handed to a sleeping worker, by Unpark or by Return
 	Spurious uint64 // wakes after which ready() still reported no work
 	Timeouts uint64 // sleeps that ended by timeout
 	Lends    uint64 // turns taken by Borrow
