@@ -19,7 +19,7 @@
 # (modbus:5ms, the EDGEMUX_BENCH_SLOW of the slow mode), RATE_PER_CONN (1
 # request per second per connection), DURATION (20s), STAGE_SAMPLE (128;
 # 0 turns the stage timestamps off, to see what they cost), LEND_BELOW
-# (dispatch.lend_below; 50us, the default; 0 turns lent turns off), OUT (a file
+# (dispatch.lend_below; 50us, the default; 0s turns lent turns off), OUT (a file
 # under examples/bench/results/ to append the tables to; default prints
 # only).
 
