@@ -166,29 +166,25 @@ func (w *worker) run() {
 // or stop request is work until the worker has acted on it: a draining
 // worker parks like any other, woken by its rings, inbox and timers.
 func (w *worker) ready() bool {
-	if w.inboxN.Load() > 0 || len(w.again) > 0 {
+	if len(w.again) > 0 || w.hasInput() {
 		return true
 	}
-	if w.dg != nil && w.dg.woken.Load() {
-		return true
-	}
-	if st := w.state.Load(); st == workerStopped || st == workerDraining && !w.draining {
-		return true
-	}
-	for _, r := range w.rings {
-		if r.Len() > 0 {
-			return true
-		}
-	}
-	return false
+	st := w.state.Load()
+	return st == workerStopped || st == workerDraining && !w.draining
 }
 
-// queued is ready without what only the worker itself adds (its again
-// list, a drain it has acted on): atomics only, so a loop that ran the
-// worker's turn (lend) may ask it after giving the turn back, when the
-// worker may be running again.
+// queued is ready without what only the worker itself knows (its again
+// list, whether it has acted on a drain): atomics only, so a loop that
+// ran the worker's turn (lend) may ask it after giving the turn back,
+// when the worker may be running again.
 func (w *worker) queued() bool {
-	if w.inboxN.Load() > 0 || w.state.Load() != workerRunning {
+	return w.state.Load() != workerRunning || w.hasInput()
+}
+
+// hasInput reports what others queued for the worker: notifications in
+// its inbox, datagrams, events in its rings. Atomics only.
+func (w *worker) hasInput() bool {
+	if w.inboxN.Load() > 0 {
 		return true
 	}
 	if w.dg != nil && w.dg.woken.Load() {
