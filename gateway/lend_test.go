@@ -134,11 +134,19 @@ func TestSlowSampleStopsLending(t *testing.T) {
 // cheap device's pings, a device whose handler takes milliseconds turns
 // lending off with its first message, not with the sixteenth (the first
 // a connection's one-in-16 sampling would time): its events must not
-// hold a loop. Real sockets, one worker, two loops.
+// hold a loop. Real sockets, one worker, two loops, entropy.
 func TestSlowNewcomerStopsLending(t *testing.T) {
 	const cheapSrc, slowSrc = "127.0.0.3", "127.0.0.2"
 	slowFrom(t, slowSrc)
-	g := singleWorkerPool(t)
+	cfg := testConfig(t)
+	cfg.Dispatch.Policy = "entropy"
+	pc := cfg.Pools["private"]
+	pc.Workers, pc.Pattern = 1, ""
+	cfg.Pools["private"] = pc
+	// Between a cheap ping (tens of us, more under -race, whose one slow
+	// sample would hold lending off for 64) and the slow device's 2 ms.
+	cfg.Dispatch.LendBelow = time.Millisecond
+	g := startGateway(t, cfg, Options{})
 	w := g.byPool["private"].workers[0]
 	addr := g.Addr().String()
 	cheap, err := rbHelloConn(addr, netip.MustParseAddr(cheapSrc), "cheap")
