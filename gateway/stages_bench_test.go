@@ -242,13 +242,29 @@ func BenchmarkStageReadAgain(b *testing.B) {
 // how long the stand-in loop blocks after a wake, as in epoll_wait.
 const stageSettle = 50 * time.Microsecond
 
-// stageSleepers are the wake primitives the worker's Parker can sleep on,
-// and the lent turn that replaces the wake for a cheap sleeping worker.
-var stageSleepers = []struct {
+// stageSleeper is one way a sleeping worker gets its event.
+type stageSleeper struct {
 	name string
 	make func(testing.TB) route.Sleeper // nil: the gateway's default
 	lend bool                           // dispatch.lend_below as by default; otherwise 0, so every event is a wake
-}{
+}
+
+// wakeBed is a one-connection bed whose worker sleeps as sl says.
+func (sl stageSleeper) wakeBed(tb testing.TB) *stageBed {
+	var s route.Sleeper
+	if sl.make != nil {
+		s = sl.make(tb)
+	}
+	return newStageBedWith(tb, 1, s, func(cfg *config.Config) {
+		if !sl.lend {
+			cfg.Dispatch.LendBelow = 0
+		}
+	})
+}
+
+// stageSleepers are the wake primitives the worker's Parker can sleep on,
+// and the lent turn that replaces the wake for a cheap sleeping worker.
+var stageSleepers = []stageSleeper{
 	{"chan", nil, false},
 	{"eventfd", func(tb testing.TB) route.Sleeper {
 		e, err := route.NewEventfdParker()
@@ -275,15 +291,7 @@ var stageSleepers = []struct {
 func BenchmarkStageWake(b *testing.B) {
 	for _, sl := range stageSleepers {
 		b.Run(sl.name, func(b *testing.B) {
-			var s route.Sleeper
-			if sl.make != nil {
-				s = sl.make(b)
-			}
-			bed := newStageBedWith(b, 1, s, func(cfg *config.Config) {
-				if !sl.lend {
-					cfg.Dispatch.LendBelow = 0
-				}
-			})
+			bed := sl.wakeBed(b)
 			lat := make([]int64, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -360,7 +368,7 @@ func TestStageFixtures(t *testing.T) {
 	t.Run("enqueue", testStageEnqueue)
 	t.Run("wake", func(t *testing.T) {
 		for _, sl := range stageSleepers {
-			t.Run(sl.name, func(t *testing.T) { testStageWake(t, sl.make) })
+			t.Run(sl.name, func(t *testing.T) { testStageWake(t, sl) })
 		}
 	})
 }
@@ -394,12 +402,8 @@ func testStageEnqueue(t *testing.T) {
 
 // testStageWake: each wake of the wake benchmark reaches the session with
 // the byte written for it (measureWake delivers only to a parked worker).
-func testStageWake(t *testing.T, sleeper func(testing.TB) route.Sleeper) {
-	var s route.Sleeper
-	if sleeper != nil {
-		s = sleeper(t)
-	}
-	bed := newStageBed(t, 1, s)
+func testStageWake(t *testing.T, sl stageSleeper) {
+	bed := sl.wakeBed(t)
 	lat := make([]int64, 20)
 	bed.measureWake(t, lat)
 	for i, l := range lat {
