@@ -181,7 +181,9 @@ func testLending(t *testing.T, name string, k, spin int, n uint64) {
 				}
 			}
 		}()
+		borrowerDone := make(chan struct{})
 		go func() {
+			defer close(borrowerDone)
 			for !stop.Load() {
 				if p.Borrow() {
 					drain("the borrower")
@@ -199,9 +201,12 @@ func testLending(t *testing.T, name string, k, spin int, n uint64) {
 		}
 		waitFor(t, "the ring to be drained", func() bool { return got.Load() == n })
 		stop.Store(true)
+		// Both gone before the cleanup closes the sleeper: a Return
+		// after that would wake through a closed eventfd.
+		<-borrowerDone
 		waitFor(t, "the worker to stop", func() bool {
 			p.Unpark()
-			return len(workerDone) == 0 && isClosed(workerDone)
+			return isClosed(workerDone)
 		})
 		s := p.Stats()
 		lentTurns.Add(s.Lends)
