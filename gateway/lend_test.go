@@ -75,12 +75,13 @@ func TestLentTurnsDeliverWhole(t *testing.T) {
 	}
 }
 
-// A slow sample stops lending for the worker: at once, for as long as
-// the connection's last sample stays slow (its own events would hold
-// the loop, and the worker's average, which clips each sample to four
-// times itself, barely moves for one slow connection among cheap ones),
-// for lendHoldSamples after a slow sample of a connection not profiled
-// yet, and not a moment longer once the slow connection is gone.
+// Two slow samples in a row of one connection stop lending for its
+// worker, for as long as that connection's last sample stays slow (its
+// own events would hold the loop, and the worker's average, which clips
+// each sample to four times itself, barely moves for one slow connection
+// among cheap ones) and not a moment longer once it is gone. One slow
+// sample alone (a cheap handler's thread preempted) does not stop it, and
+// it has the connection's next event timed, so that the next one decides.
 func TestSlowSampleStopsLending(t *testing.T) {
 	g, err := New(testConfig(t), Options{})
 	if err != nil {
@@ -88,53 +89,85 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	}
 	w := g.byPool["private"].workers[0]
 	peer := netip.MustParseAddrPort("127.0.0.2:40000")
-	profiled := func(fd int) *conn {
+	open := func(fd int, profiled bool) *conn {
 		c := newConn(w, fd, 1, peer, sniff.Private, 0)
-		w.places.set(fd, &placement{weight: 1, placedAs: w.pool.pattern})
+		w.conns.set(fd, c)
+		if profiled {
+			w.places.set(fd, &placement{weight: 1, placedAs: w.pool.pattern})
+		}
 		return c
 	}
 	cheap, slow := uint64(5*time.Microsecond), uint64(5*time.Millisecond)
 	lendable := func(when string, want bool) {
 		t.Helper()
 		if got := w.lendable.Load(); got != want {
-			t.Fatalf("%s: lendable %v, want %v (slow connections %d, hold %d, cost %d ns)",
-				when, got, want, w.slowConns, w.lendHold, w.costNs)
+			t.Fatalf("%s: lendable %v, want %v (slow connections %d, cost %d ns)",
+				when, got, want, w.slowConns, w.costNs)
 		}
 	}
-	a, b := profiled(7), profiled(8)
+	a, b, fresh := open(7, true), open(8, true), open(9, false)
+	// Cheap samples bring the worker's average, which slow ones raise,
+	// back under the limit: what is asserted here is the marks.
+	settle := func() {
+		for range 64 {
+			w.sample(b, cheap)
+		}
+	}
 	w.sample(a, cheap)
 	lendable("after a cheap sample", true)
+	if timeEvent(a, sampleEvery+1) {
+		t.Fatal("a cheap connection's 17th event is timed")
+	}
 	w.sample(a, slow)
-	lendable("after a slow one", false)
-	for range 2 * lendHoldSamples {
+	lendable("after one slow sample", true)
+	if !timeEvent(a, sampleEvery+1) {
+		t.Fatal("the event after a slow sample is not timed")
+	}
+	w.sample(a, slow)
+	lendable("after two slow samples in a row", false)
+	for range 100 {
 		w.sample(b, cheap)
 	}
 	lendable("with another connection's cheap samples while a's last was slow", false)
 	w.sample(a, cheap)
 	lendable("once a's last sample is cheap again", true)
 
+	// Slow samples of different connections, or not in a row, are
+	// one-offs.
+	for _, c := range []*conn{a, b, fresh, a, b, fresh} {
+		w.sample(c, slow)
+		w.sample(c, cheap)
+	}
+	settle()
 	w.sample(a, slow)
-	w.unplace(a)
-	for range lendHoldSamples {
-		w.sample(b, cheap)
-	}
-	lendable("after the slow connection left and the hold passed", true)
-
-	unprofiled := newConn(w, 9, 1, peer, sniff.Private, 0)
-	w.sample(unprofiled, slow)
-	for range lendHoldSamples - 1 {
-		w.sample(b, cheap)
-	}
-	lendable("within the hold after an unprofiled connection's slow sample", false)
+	w.sample(b, slow)
+	lendable("after one-off slow samples", true)
+	w.sample(a, cheap)
 	w.sample(b, cheap)
-	lendable("after the hold", true)
+
+	// A connection not profiled yet is judged as well; its release
+	// forgets it, and nothing marks it again once released.
+	w.sample(fresh, slow)
+	w.sample(fresh, slow)
+	lendable("after a new connection's two slow samples", false)
+	fresh.release()
+	settle()
+	lendable("after the slow connection left", true)
+	w.sample(fresh, slow)
+	w.sample(fresh, slow)
+	settle()
+	lendable("after samples of a released connection", true)
+	if w.slowConns != 0 {
+		t.Fatalf("%d connections marked slow, want 0", w.slowConns)
+	}
 }
 
 // TestSlowNewcomerStopsLending: on one private worker made lendable by a
 // cheap device's pings, a device whose handler takes milliseconds turns
-// lending off with its first message, not with the sixteenth (the first
-// a connection's one-in-16 sampling would time): its events must not
-// hold a loop. Real sockets, one worker, two loops, entropy.
+// lending off with its second event (HELLO, then its first message), not
+// with the sixteenth (the first a connection's one-in-16 sampling would
+// time): its events must not hold a loop. Real sockets, one worker, two
+// loops, entropy.
 func TestSlowNewcomerStopsLending(t *testing.T) {
 	const cheapSrc, slowSrc = "127.0.0.3", "127.0.0.2"
 	slowFrom(t, slowSrc)
@@ -143,9 +176,10 @@ func TestSlowNewcomerStopsLending(t *testing.T) {
 	pc := cfg.Pools["private"]
 	pc.Workers, pc.Pattern = 1, ""
 	cfg.Pools["private"] = pc
-	// Between a cheap ping (tens of us, more under -race, whose one slow
-	// sample would hold lending off for 64) and the slow device's 2 ms.
-	cfg.Dispatch.LendBelow = time.Millisecond
+	// Strikes at four times the limit, 1.6 ms: between a cheap ping
+	// (tens of us, hundreds now and then under -race) and the slow
+	// device's 2 ms (heavyCost).
+	cfg.Dispatch.LendBelow = 400 * time.Microsecond
 	g := startGateway(t, cfg, Options{})
 	w := g.byPool["private"].workers[0]
 	addr := g.Addr().String()
@@ -167,10 +201,14 @@ func TestSlowNewcomerStopsLending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	// The HELLO was slow too (every Data call of the source is), and its
-	// sample may land after the ACK the client waits for.
-	eventually(t, "the slow device's first message to stop lending", func() bool { return !w.lendable.Load() })
+	// The HELLO was slow too (every Data call of the source is): one
+	// strike. The first message is the second; its sample may land
+	// after the PONG the client waits for.
 	if err := rbPingPong(slow, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the slow device's first message to stop lending", func() bool { return !w.lendable.Load() })
+	if err := rbPingPong(slow, 2); err != nil {
 		t.Fatal(err)
 	}
 	if w.lendable.Load() {

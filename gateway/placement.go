@@ -21,7 +21,6 @@ type placement struct {
 	prof     route.Profile
 	weight   uint32        // what the dispatcher counts for the connection now
 	placedAs route.Pattern // the class it was picked as, for the release
-	slow     bool          // its last sample took dispatch.lend_below or more (counted in the worker's slowConns)
 }
 
 // placeAfter is how many events a connection without history takes
@@ -77,45 +76,84 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 	p.disp.Observe(w.local, p.protoBit(c.proto), pat)
 }
 
-// sample records one timed event of c: the worker's average and c's own
-// profile if it has one.
+// sample records one timed event of c: the worker's average, c's own
+// profile if it has one, and whether c is too slow to be lent.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
-	slow := time.Duration(ns) >= w.g.cfg.Dispatch.LendBelow
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		pl.prof.Sample(ns)
-		w.markSlow(pl, slow)
 	}
-	if slow {
-		w.lendHold = lendHoldSamples
-	} else if w.lendHold > 0 {
-		w.lendHold--
+	// A connection the event released (release forgot its strikes)
+	// must not be marked again: nothing would unmark it.
+	if w.conns.get(int(c.fd)) == c {
+		w.judgeSlow(c, time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow)
 	}
 	w.updateLendable()
 }
 
-// markSlow records whether pl's connection's last sample was too slow to
-// be lent, and keeps the worker's count of such connections.
-func (w *worker) markSlow(pl *placement, slow bool) {
+// A connection is too slow to be lent (judgeSlow) after slowStrikes
+// samples in a row of slowFactor times dispatch.lend_below or more. The
+// worker's average must stay under the limit itself; the strikes catch
+// one slow connection among cheap ones, which the average (it clips each
+// sample to four times itself) barely feels.
+//
+// One strike is not enough, nor is the limit itself: a 5,000 requests/s
+// echo over 1,000 quiet connections (examples/bench/echocompare, open
+// loop, 2 cores shared with the load) took 50 us or more in 5 % of its
+// samples, 50-400 us nearly all of them (a cold cache after a sleep, the
+// peer's TCP input that a loopback write runs), and a connection marked
+// by one such sample, until its next sample 16 of its events later, kept
+// lending off nearly always: 160-240 of the 16,600 turns that could be
+// lent were. Two in a row at the limit: 8,900-11,600 (a marked
+// connection's next event comes 200 ms later). Two in a row at four
+// times the limit: 15,900. A handler that
+// is slow is slow every time: after one strike a connection's events are
+// all timed (timeEvent), so its next event confirms or clears it, and a
+// slow newcomer's first two events at most run on a loop.
+const (
+	slowFactor  = 4
+	slowStrikes = 2
+)
+
+// judgeSlow counts c's slow samples in a row and keeps the worker's count
+// of connections marked slow (slowConns).
+func (w *worker) judgeSlow(c *conn, slow bool) {
 	switch {
-	case slow && !pl.slow:
-		w.slowConns++
-	case !slow && pl.slow:
+	case slow && c.slowRun < slowStrikes:
+		c.slowRun++
+		if c.slowRun == slowStrikes {
+			w.slowConns++
+		}
+	case !slow && c.slowRun > 0:
+		w.forgetSlow(c)
+	}
+}
+
+// forgetSlow clears c's slow samples: a cheap one came, or c is gone.
+func (w *worker) forgetSlow(c *conn) {
+	if c.slowRun == slowStrikes {
 		w.slowConns--
 	}
-	pl.slow = slow
+	c.slowRun = 0
+}
+
+// timeEvent says whether c's event number ev is timed: one in
+// sampleEvery, every one of its first sampleEvery (a slow newcomer must
+// stop lent turns at its first events, not at its sixteenth), and every
+// one after a slow sample (judgeSlow: the next decides).
+func timeEvent(c *conn, ev uint32) bool {
+	return ev%sampleEvery == 0 || ev < sampleEvery || c.slowRun > 0
 }
 
 // updateLendable says whether a loop may run this worker's turn (lend):
-// its average cost per event is under dispatch.lend_below, none of its
-// connections' last sample was over it, and no sample was over it lately
-// (a connection that is not profiled yet). The average alone would not
-// do: it clips each sample to four times itself, so one slow connection
-// among cheap ones barely moves it, and each of its events would hold
-// the loop. Never for quarantine or pinned workers.
+// its average cost per event is under dispatch.lend_below and none of its
+// connections is marked slow (judgeSlow). The average alone would not do:
+// it clips each sample to four times itself, so one slow connection among
+// cheap ones barely moves it, and each of its events would hold the loop.
+// Never for quarantine or pinned workers.
 func (w *worker) updateLendable() {
 	limit := w.g.cfg.Dispatch.LendBelow
-	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && w.slowConns == 0 && w.lendHold == 0 &&
+	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && w.slowConns == 0 &&
 		time.Duration(w.costNs) < limit)
 }
 
@@ -130,8 +168,6 @@ func (w *worker) unplace(c *conn) {
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
 		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
-		w.markSlow(pl, false)
-		w.updateLendable()
 		w.places.set(int(c.fd), nil)
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)

@@ -25,7 +25,6 @@ const (
 	workerTick       = 100 * time.Millisecond
 	idleWheelBuckets = 4096 // ticks of workerTick: about 7 minutes per turn
 	lendMaxEvents    = 4    // a loop runs a sleeping worker's turn itself only for this few events (lend)
-	lendHoldSamples  = 64   // after a sample too slow to lend, this many below the limit before lending again
 )
 
 // parker is what route's parkers offer; the worker does not care which.
@@ -54,8 +53,7 @@ type worker struct {
 	// lendable: handlers cheap enough that a loop may run this worker's
 	// turn itself (lend); set from the sampled cost, read by the loops.
 	lendable  atomic.Bool
-	slowConns int    // connections whose last sample was too slow to lend (placement.go)
-	lendHold  uint32 // samples to go, after one too slow to lend, before lending again
+	slowConns int // connections marked too slow to be lent (judgeSlow)
 
 	inboxMu sync.Mutex
 	inbox   []uint64 // conn ids with a pending Notify
@@ -314,11 +312,9 @@ func (w *worker) handle(id uint64) {
 	// one worker-wide count a quiet connection beside a busy one got a
 	// sample a minute and was weighed at the worker's average, the busy
 	// one's cost (a 10 ms bystander beside 2 ms messages weighed 100x
-	// what it costs). A connection's first sampleEvery events are all
-	// timed: a slow newcomer must stop lent turns (lend) at its first
-	// slow event, not at its sixteenth.
+	// what it costs). Some events are timed besides (timeEvent).
 	var t0 time.Time
-	if ev := s.Events(); ev%sampleEvery == 0 || ev < sampleEvery {
+	if timeEvent(c, s.Events()) {
 		t0 = time.Now()
 	}
 	if bits&registry.EvWrite != 0 {
