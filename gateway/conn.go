@@ -35,10 +35,9 @@ type conn struct {
 	gen        uint32
 	notified   atomic.Uint32
 	closed     bool
-	probing    bool  // a silent peer we are probing; answered() ends it
-	lingering  bool  // closed for the session, flushing to the peer while the gateway drains
-	recorded   bool  // already in the quarantine book
-	slowRun    uint8 // samples in a row too slow to be lent (judgeSlow)
+	probing    bool // a silent peer we are probing; answered() ends it
+	lingering  bool // closed for the session, flushing to the peer while the gateway drains
+	recorded   bool // already in the quarantine book
 }
 
 func newConn(w *worker, fd int, gen uint32, peer netip.AddrPort, proto sniff.Proto, reason uint8) *conn {
@@ -381,10 +380,6 @@ func (c *conn) release() {
 	w.conns.set(int(c.fd), nil)
 	w.g.closeConn(int(c.fd), c.gen)
 	w.unplace(c)
-	if c.slowRun > 0 {
-		w.forgetSlow(c)
-		w.updateLendable()
-	}
 	switch {
 	case w.stopping:
 		w.g.drainCut.Add(1)

@@ -115,12 +115,12 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	}
 	w.sample(a, cheap)
 	lendable("after a cheap sample", true)
-	if timeEvent(a, sampleEvery+1) {
+	if w.timeEvent(a, sampleEvery+1) {
 		t.Fatal("a cheap connection's 17th event is timed")
 	}
 	w.sample(a, slow)
 	lendable("after one slow sample", true)
-	if !timeEvent(a, sampleEvery+1) {
+	if !w.timeEvent(a, sampleEvery+1) {
 		t.Fatal("the event after a slow sample is not timed")
 	}
 	w.sample(a, slow)
@@ -157,8 +157,8 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	w.sample(fresh, slow)
 	settle()
 	lendable("after samples of a released connection", true)
-	if w.slowConns != 0 {
-		t.Fatalf("%d connections marked slow, want 0", w.slowConns)
+	if w.slowConns != 0 || w.struck != 0 {
+		t.Fatalf("%d connections marked slow and %d struck, want none", w.slowConns, w.struck)
 	}
 }
 

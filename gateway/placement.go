@@ -21,6 +21,7 @@ type placement struct {
 	prof     route.Profile
 	weight   uint32        // what the dispatcher counts for the connection now
 	placedAs route.Pattern // the class it was picked as, for the release
+	slowRun  uint8         // samples in a row too slow to be lent (judgeSlow)
 }
 
 // placeAfter is how many events a connection without history takes
@@ -38,7 +39,10 @@ func (w *worker) seed(c *conn, bits uint32) {
 	}
 	// A placement left by an fd's earlier connection (one that ended
 	// without release, as at a worker's stop) must not be counted again.
-	w.places.set(int(c.fd), nil)
+	if old := w.places.get(int(c.fd)); old != nil {
+		w.forgetSlow(old)
+		w.places.set(int(c.fd), nil)
+	}
 	pat, weight := seedOf(bits)
 	if pat == w.pool.pattern && weight <= 1 {
 		return // no history: placed as the pool's hint, as is the default
@@ -80,13 +84,21 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 // profile if it has one, and whether c is too slow to be lent.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
-	if pl := w.places.get(int(c.fd)); pl != nil {
+	pl := w.places.get(int(c.fd))
+	if pl != nil {
 		pl.prof.Sample(ns)
 	}
-	// A connection the event released (release forgot its strikes)
-	// must not be marked again: nothing would unmark it.
-	if w.conns.get(int(c.fd)) == c {
-		w.judgeSlow(c, time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow)
+	slow := time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow
+	// A connection the event released must not be marked again: nothing
+	// would unmark it. Inline workers (local < 0) neither lend nor place.
+	if w.local >= 0 && w.conns.get(int(c.fd)) == c && (pl != nil || slow) {
+		if pl == nil {
+			// A newcomer struck before it was placed (placeAfter): its
+			// placement starts now, as learn would start it.
+			pl = &placement{weight: 1, placedAs: w.pool.pattern}
+			w.places.set(int(c.fd), pl)
+		}
+		w.judgeSlow(pl, slow)
 	}
 	w.updateLendable()
 }
@@ -106,43 +118,60 @@ func (w *worker) sample(c *conn, ns uint64) {
 // lending off nearly always: 160-240 of the 16,600 turns that could be
 // lent were. Two in a row at the limit: 8,900-11,600 (a marked
 // connection's next event comes 200 ms later). Two in a row at four
-// times the limit: 15,900. A handler that
-// is slow is slow every time: after one strike a connection's events are
-// all timed (timeEvent), so its next event confirms or clears it, and a
-// slow newcomer's first two events at most run on a loop.
+// times the limit: 15,900. A handler that is slow is slow every time:
+// after one strike a connection's events are all timed (timeEvent), so
+// its next event confirms or clears it, and a slow newcomer's first two
+// events at most run on a loop.
 const (
 	slowFactor  = 4
 	slowStrikes = 2
 )
 
-// judgeSlow counts c's slow samples in a row and keeps the worker's count
-// of connections marked slow (slowConns).
-func (w *worker) judgeSlow(c *conn, slow bool) {
+// judgeSlow counts the slow samples in a row of pl's connection and keeps
+// the worker's counts: connections struck at least once (struck) and
+// marked too slow (slowConns).
+func (w *worker) judgeSlow(pl *placement, slow bool) {
 	switch {
-	case slow && c.slowRun < slowStrikes:
-		c.slowRun++
-		if c.slowRun == slowStrikes {
+	case slow && pl.slowRun < slowStrikes:
+		if pl.slowRun == 0 {
+			w.struck++
+		}
+		pl.slowRun++
+		if pl.slowRun == slowStrikes {
 			w.slowConns++
 		}
-	case !slow && c.slowRun > 0:
-		w.forgetSlow(c)
+	case !slow && pl.slowRun > 0:
+		w.forgetSlow(pl)
 	}
 }
 
-// forgetSlow clears c's slow samples: a cheap one came, or c is gone.
-func (w *worker) forgetSlow(c *conn) {
-	if c.slowRun == slowStrikes {
+// forgetSlow clears pl's strikes: a cheap sample came, or its connection
+// is gone.
+func (w *worker) forgetSlow(pl *placement) {
+	if pl.slowRun == 0 {
+		return
+	}
+	if pl.slowRun == slowStrikes {
 		w.slowConns--
 	}
-	c.slowRun = 0
+	w.struck--
+	pl.slowRun = 0
 }
 
 // timeEvent says whether c's event number ev is timed: one in
 // sampleEvery, every one of its first sampleEvery (a slow newcomer must
 // stop lent turns at its first events, not at its sixteenth), and every
-// one after a slow sample (judgeSlow: the next decides).
-func timeEvent(c *conn, ev uint32) bool {
-	return ev%sampleEvery == 0 || ev < sampleEvery || c.slowRun > 0
+// one after a strike (judgeSlow: the next decides). The placement is
+// looked up only while some connection of the worker is struck.
+func (w *worker) timeEvent(c *conn, ev uint32) bool {
+	if ev%sampleEvery == 0 || ev < sampleEvery {
+		return true
+	}
+	if w.struck == 0 {
+		return false
+	}
+	pl := w.places.get(int(c.fd))
+	return pl != nil && pl.slowRun > 0
 }
 
 // updateLendable says whether a loop may run this worker's turn (lend):
@@ -168,6 +197,10 @@ func (w *worker) unplace(c *conn) {
 	if pl := w.places.get(int(c.fd)); pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
 		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
+		if pl.slowRun > 0 {
+			w.forgetSlow(pl)
+			w.updateLendable()
+		}
 		w.places.set(int(c.fd), nil)
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)

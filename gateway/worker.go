@@ -54,6 +54,7 @@ type worker struct {
 	// turn itself (lend); set from the sampled cost, read by the loops.
 	lendable  atomic.Bool
 	slowConns int // connections marked too slow to be lent (judgeSlow)
+	struck    int // connections with a slow sample last (judgeSlow), slowConns among them
 
 	inboxMu sync.Mutex
 	inbox   []uint64 // conn ids with a pending Notify
@@ -314,7 +315,7 @@ func (w *worker) handle(id uint64) {
 	// one's cost (a 10 ms bystander beside 2 ms messages weighed 100x
 	// what it costs). Some events are timed besides (timeEvent).
 	var t0 time.Time
-	if timeEvent(c, s.Events()) {
+	if w.timeEvent(c, s.Events()) {
 		t0 = time.Now()
 	}
 	if bits&registry.EvWrite != 0 {
