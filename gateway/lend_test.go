@@ -16,13 +16,23 @@ import (
 	"github.com/edgemux/edgemux/sniff"
 )
 
-// lentTurns is what the gateway's workers' parkers counted as lent.
-func lentTurns(g *Gateway) uint64 {
-	var n uint64
+// lentTurns is what the gateway's stats (/api/stats, and per worker on
+// /metrics) say its workers' turns were lent, checked against the
+// parkers' own counts.
+func lentTurns(t *testing.T, g *Gateway) uint64 {
+	t.Helper()
+	var n, parked uint64
+	for _, w := range g.Snapshot().Workers {
+		n += w.Lent
+	}
 	for _, w := range g.workers {
 		if pk, ok := w.park.(*route.Parker); ok {
-			n += pk.Stats().Lends
+			parked += pk.Stats().Lends
 		}
+	}
+	// Read after the stats: a turn lent in between only adds.
+	if parked < n {
+		t.Fatalf("stats say %d turns lent, the parkers %d", n, parked)
 	}
 	return n
 }
@@ -53,7 +63,7 @@ func TestLentTurnsDeliverWhole(t *testing.T) {
 				}
 				f, err := rbReadFrame(sub)
 				if err != nil {
-					t.Fatalf("message %d: %v (lent turns so far: %d)", i, err, lentTurns(g))
+					t.Fatalf("message %d: %v (lent turns so far: %d)", i, err, lentTurns(t, g))
 				}
 				m, err := private.DecodePub(f.Payload)
 				if err != nil {
@@ -63,7 +73,7 @@ func TestLentTurnsDeliverWhole(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			lent := lentTurns(g)
+			lent := lentTurns(t, g)
 			t.Logf("%d turns lent for %d messages", lent, messages)
 			switch {
 			case policy == "inline" && lent != 0:
@@ -145,9 +155,16 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	w.sample(a, cheap)
 	w.sample(b, cheap)
 
-	// A connection not profiled yet is judged as well; its release
+	// A connection not placed yet is judged as well. One strike costs it
+	// no placement (the worker holds it); two make one. Its release
 	// forgets it, and nothing marks it again once released.
+	if w.places.get(9) != nil {
+		t.Fatal("the one-off slow samples gave a connection not placed yet a placement")
+	}
 	w.sample(fresh, slow)
+	if w.places.get(9) != nil || !w.timeEvent(fresh, 3) {
+		t.Fatal("one strike: want no placement and the next event timed")
+	}
 	w.sample(fresh, slow)
 	lendable("after a new connection's two slow samples", false)
 	fresh.release()
@@ -157,8 +174,29 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	w.sample(fresh, slow)
 	settle()
 	lendable("after samples of a released connection", true)
-	if w.slowConns != 0 || w.struck != 0 {
-		t.Fatalf("%d connections marked slow and %d struck, want none", w.slowConns, w.struck)
+	if w.slowConns != 0 || w.struck != 0 || w.suspect != 0 {
+		t.Fatalf("%d connections marked slow, %d struck, suspect %x: want none", w.slowConns, w.struck, w.suspect)
+	}
+}
+
+// With lend_below 0s nothing is lent, so nothing is judged: a slow
+// newcomer gets no placement for it.
+func TestNoStrikesWithoutLending(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Dispatch.LendBelow = 0
+	g, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := g.byPool["private"].workers[0]
+	c := newConn(w, 7, 1, netip.MustParseAddrPort("127.0.0.2:40000"), sniff.Private, 0)
+	w.conns.set(7, c)
+	for range 3 {
+		w.sample(c, uint64(5*time.Millisecond))
+	}
+	if w.lendable.Load() || w.places.get(7) != nil || w.suspect != 0 || w.slowConns != 0 {
+		t.Fatalf("lend_below 0s: lendable %v, placement %v, suspect %x, slow connections %d",
+			w.lendable.Load(), w.places.get(7) != nil, w.suspect, w.slowConns)
 	}
 }
 

@@ -27,7 +27,6 @@ type metrics struct {
 	panics        prometheus.Counter
 	backpressure  prometheus.Counter
 	ringFull      prometheus.Counter
-	lent          prometheus.Counter
 	forwarded     prometheus.Counter
 	forwardErrors prometheus.Counter
 
@@ -62,7 +61,6 @@ func newMetrics(g *Gateway) *metrics {
 	m.panics = f("handler_panics_total", "Handler panics recovered; the connection was closed.")
 	m.backpressure = f("backpressure_total", "Writes refused because a peer's output buffer was over its high-water mark.")
 	m.ringFull = f("ring_full_total", "Events that found their worker's ring full and waited in the loop's backlog.")
-	m.lent = f("lent_turns_total", "Worker turns a loop ran itself because the worker slept and its handlers were cheap (dispatch.lend_below).")
 	m.forwarded = f("forwarded_total", "Connections forwarded to a backend.")
 	m.forwardErrors = f("forward_errors_total", "Forward routes whose backend could not be reached.")
 	m.reg.MustRegister(&stateCollector{g: g}, udpCollector{g: g}, rudpCollector{g: g}, stageCollector{h: g.stages}, northCollector{g: g},

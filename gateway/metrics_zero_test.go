@@ -55,7 +55,7 @@ func TestMetricsAtZero(t *testing.T) {
 func gatewayFamilies(t *testing.T, g *Gateway) []string {
 	m := g.metrics
 	cs := []prometheus.Collector{m.accepted, m.refused, m.classifiedN, m.classifyTime, m.handed, m.closedN,
-		m.emfile, m.panics, m.backpressure, m.ringFull, m.lent, m.forwarded, m.forwardErrors}
+		m.emfile, m.panics, m.backpressure, m.ringFull, m.forwarded, m.forwardErrors}
 	// A collector field added to metrics must be listed above.
 	collectorType := reflect.TypeFor[prometheus.Collector]()
 	fields := 0

@@ -88,17 +88,10 @@ func (w *worker) sample(c *conn, ns uint64) {
 	if pl != nil {
 		pl.prof.Sample(ns)
 	}
-	slow := time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow
 	// A connection the event released must not be marked again: nothing
-	// would unmark it. Inline workers (local < 0) neither lend nor place.
-	if w.local >= 0 && w.conns.get(int(c.fd)) == c && (pl != nil || slow) {
-		if pl == nil {
-			// A newcomer struck before it was placed (placeAfter): its
-			// placement starts now, as learn would start it.
-			pl = &placement{weight: 1, placedAs: w.pool.pattern}
-			w.places.set(int(c.fd), pl)
-		}
-		w.judgeSlow(pl, slow)
+	// would unmark it.
+	if w.lends() && w.conns.get(int(c.fd)) == c {
+		w.judgeSlow(c, pl, time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow)
 	}
 	w.updateLendable()
 }
@@ -127,10 +120,32 @@ const (
 	slowStrikes = 2
 )
 
-// judgeSlow counts the slow samples in a row of pl's connection and keeps
-// the worker's counts: connections struck at least once (struck) and
-// marked too slow (slowConns).
-func (w *worker) judgeSlow(pl *placement, slow bool) {
+// judgeSlow counts the slow samples in a row of c (pl its placement, nil
+// for none yet) and keeps the worker's counts: connections struck at
+// least once (struck) and marked too slow (slowConns). The first strike
+// of a connection not placed yet is held by the worker (suspect), not by
+// a placement made for it: a device whose hello was slow once and that
+// then went quiet costs none. At its second it gets its placement, as
+// learn would give it later.
+func (w *worker) judgeSlow(c *conn, pl *placement, slow bool) {
+	switch id := c.id(); {
+	case w.suspect == id:
+		w.suspect = 0
+		if !slow {
+			return
+		}
+		if pl == nil {
+			pl = &placement{weight: 1, placedAs: w.pool.pattern}
+			w.places.set(int(c.fd), pl)
+		}
+		pl.slowRun = 1
+		w.struck++
+	case pl == nil:
+		if slow {
+			w.suspect = id
+		}
+		return
+	}
 	switch {
 	case slow && pl.slowRun < slowStrikes:
 		if pl.slowRun == 0 {
@@ -160,9 +175,10 @@ func (w *worker) forgetSlow(pl *placement) {
 
 // timeEvent says whether c's event number ev is timed: one in
 // sampleEvery, every one of its first sampleEvery (a slow newcomer must
-// stop lent turns at its first events, not at its sixteenth), and every
-// one after a strike (judgeSlow: the next decides). The placement is
-// looked up only while some connection of the worker is struck.
+// stop lent turns at its first events, not at its sixteenth; a suspect,
+// not placed yet, is among them), and every one after a strike
+// (judgeSlow: the next decides). The placement is looked up only while
+// some connection of the worker is struck.
 func (w *worker) timeEvent(c *conn, ev uint32) bool {
 	if ev%sampleEvery == 0 || ev < sampleEvery {
 		return true
@@ -181,9 +197,13 @@ func (w *worker) timeEvent(c *conn, ev uint32) bool {
 // cheap ones barely moves it, and each of its events would hold the loop.
 // Never for quarantine or pinned workers.
 func (w *worker) updateLendable() {
-	limit := w.g.cfg.Dispatch.LendBelow
-	w.lendable.Store(!w.g.cfg.PinCPUs && !w.pool.quarantine && w.slowConns == 0 &&
-		time.Duration(w.costNs) < limit)
+	w.lendable.Store(w.lends() && w.slowConns == 0 && time.Duration(w.costNs) < w.g.cfg.Dispatch.LendBelow)
+}
+
+// lends says whether this worker's turns may ever be lent: not inline
+// (local < 0), quarantine or pinned workers, nor with lend_below 0s.
+func (w *worker) lends() bool {
+	return w.local >= 0 && !w.pool.quarantine && !w.g.cfg.PinCPUs && w.g.cfg.Dispatch.LendBelow > 0
 }
 
 // unplace uncounts c from the dispatcher and remembers in the pool's
@@ -191,6 +211,9 @@ func (w *worker) updateLendable() {
 func (w *worker) unplace(c *conn) {
 	if w.local < 0 {
 		return
+	}
+	if w.suspect == c.id() {
+		w.suspect = 0
 	}
 	p := w.pool
 	weight, placedAs := uint32(1), p.pattern

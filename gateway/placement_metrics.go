@@ -8,7 +8,8 @@ import (
 
 // What placement knows, for /metrics: the work each worker is counted for
 // (what Pick compares), the time it actually spent working (each poll
-// turn that found work, timed), and the history table's
+// turn that found work, timed), the turns loops ran for it, and the
+// history table's
 // counters per pool.
 var (
 	descWork = prometheus.NewDesc("edgemux_worker_work",
@@ -17,13 +18,16 @@ var (
 	descBusy = prometheus.NewDesc("edgemux_worker_busy_seconds_total",
 		"Wall time a worker spent in turns that found work (reading, handling, writing), each turn timed.",
 		[]string{"pool", "worker"}, nil)
+	descLent = prometheus.NewDesc("edgemux_lent_turns_total",
+		"Worker turns a loop ran itself because the worker slept and its handlers were cheap (dispatch.lend_below).",
+		[]string{"pool", "worker"}, nil)
 	descHistory = prometheus.NewDesc("edgemux_placement_history_total",
 		"Placement history lookups (hit, miss) and evictions per pool.",
 		[]string{"pool", "event"}, nil)
 	descHistoryLen = prometheus.NewDesc("edgemux_placement_history_sources",
 		"Source addresses whose class the pool's placement history remembers.",
 		[]string{"pool"}, nil)
-	placementDescs = []*prometheus.Desc{descWork, descBusy, descHistory, descHistoryLen}
+	placementDescs = []*prometheus.Desc{descWork, descBusy, descLent, descHistory, descHistoryLen}
 )
 
 func collectPlacement(ch chan<- prometheus.Metric, g *Gateway) {
@@ -32,6 +36,7 @@ func collectPlacement(ch chan<- prometheus.Metric, g *Gateway) {
 			id := strconv.Itoa(i)
 			ch <- prometheus.MustNewConstMetric(descWork, prometheus.GaugeValue, float64(p.disp.Work(i)), p.name, id)
 			ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(w.busyNs.Load())/1e9, p.name, id)
+			ch <- prometheus.MustNewConstMetric(descLent, prometheus.CounterValue, float64(w.lentTurns()), p.name, id)
 		}
 		if p.history == nil {
 			continue

@@ -64,6 +64,7 @@ type WorkerStats struct {
 	Index  int    `json:"index"`
 	Depth  int    `json:"ring_depth"`
 	Events uint64 `json:"events"`
+	Lent   uint64 `json:"lent_turns"` // turns a loop ran for the worker (dispatch.lend_below)
 }
 
 // connCounts are the open connections by protocol and state: [sniff.Proto]
@@ -123,7 +124,7 @@ func (g *Gateway) Snapshot() Stats {
 	}
 	for _, p := range g.pools {
 		for i, w := range p.workers {
-			st.Workers = append(st.Workers, WorkerStats{Pool: p.name, Index: i, Depth: w.depth(), Events: w.served.Load()})
+			st.Workers = append(st.Workers, WorkerStats{Pool: p.name, Index: i, Depth: w.depth(), Events: w.served.Load(), Lent: w.lentTurns()})
 		}
 	}
 	b := g.bus.Stats()

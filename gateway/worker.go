@@ -53,8 +53,9 @@ type worker struct {
 	// lendable: handlers cheap enough that a loop may run this worker's
 	// turn itself (lend); set from the sampled cost, read by the loops.
 	lendable  atomic.Bool
-	slowConns int // connections marked too slow to be lent (judgeSlow)
-	struck    int // connections with a slow sample last (judgeSlow), slowConns among them
+	slowConns int    // connections marked too slow to be lent (judgeSlow)
+	struck    int    // placed connections with a slow sample last (judgeSlow), slowConns among them
+	suspect   uint64 // the id of a connection not placed yet whose last sample was slow (judgeSlow); 0 none
 
 	inboxMu sync.Mutex
 	inbox   []uint64 // conn ids with a pending Notify
@@ -205,14 +206,13 @@ func (w *worker) hasInput() bool {
 func (w *worker) lend() bool {
 	// A draining or stopping worker runs on its own: its turn ends in
 	// work only it does (stopAll), and Return would wake it anyway.
-	if !w.lendable.Load() || w.state.Load() != workerRunning || w.queuedEvents() > lendMaxEvents {
+	if !w.lendable.Load() || w.state.Load() != workerRunning || w.depth() > lendMaxEvents {
 		return false
 	}
 	pk, ok := w.park.(*route.Parker)
 	if !ok || !pk.Borrow() {
 		return false
 	}
-	w.g.metrics.lent.Inc()
 	now := time.Now()
 	if w.poll() {
 		w.busyNs.Add(uint64(time.Since(now)))
@@ -221,15 +221,6 @@ func (w *worker) lend() bool {
 	// ran out) goes back to it, awake.
 	pk.Return(len(w.again) > 0, w.queuedFn)
 	return true
-}
-
-// queuedEvents is what the worker's rings hold.
-func (w *worker) queuedEvents() int {
-	n := 0
-	for _, r := range w.rings {
-		n += r.Len()
-	}
-	return n
 }
 
 // poll handles what is waiting and reports whether it found anything.
@@ -719,6 +710,14 @@ func (w *worker) stop() {
 }
 
 // depth is how many events wait in this worker's rings (metrics view).
+// lentTurns is how many of the worker's turns loops ran (lend).
+func (w *worker) lentTurns() uint64 {
+	if pk, ok := w.park.(*route.Parker); ok {
+		return pk.Stats().Lends
+	}
+	return 0
+}
+
 func (w *worker) depth() int {
 	n := 0
 	for _, r := range w.rings {

@@ -8,7 +8,8 @@
 # UDP), all sending open loop in one shared window, and prints per
 # protocol QPS and p50/p99/p99.9 latency from the scheduled send time, and
 # for the server its CPU, RSS and context switches over the window
-# (/proc/PID/stat and /proc/PID/status), plus the sampled stage times.
+# (/proc/PID/stat and /proc/PID/status), plus the sampled stage times and
+# the turns loops ran for each pool's workers (lent turns, since start).
 #
 #   examples/bench/mixed.sh                           # the full tables
 #   CONNS_LIST=1000 DURATION=10s examples/bench/mixed.sh   # a smoke run
@@ -137,10 +138,16 @@ run() {
 	}'
 	curl -fsS "http://127.0.0.1:$PORT/api/stats" | /usr/bin/python3 -c '
 import json, sys
-st = json.load(sys.stdin)["stages"]
+doc = json.load(sys.stdin)
+st = doc["stages"]
 order = ["epoll_wait", "registry_lookup", "sniff", "route", "enqueue", "wake", "handler"]
 print("%-10s %6s %-5s %-8s p50/p99 ns: %s" % (sys.argv[1], sys.argv[2], sys.argv[3], "stages",
 	"  ".join("%s %d/%d (n=%d)" % (k, st[k]["p50_ns"], st[k]["p99_ns"], st[k]["count"]) for k in order)))
+lent = {}
+for w in doc["workers"]:
+	lent[w["pool"]] = lent.get(w["pool"], 0) + w.get("lent_turns", 0)
+print("%-10s %6s %-5s %-8s since start: %s" % (sys.argv[1], sys.argv[2], sys.argv[3], "lent",
+	"  ".join("%s %d" % kv for kv in sorted(lent.items()))))
 ' "$policy" "$conns" "$mode"
 	bench_stop "$gw"
 }
