@@ -138,8 +138,10 @@ func (w *worker) judgeSlow(c *conn, pl *placement, slow bool) {
 			pl = &placement{weight: 1, placedAs: w.pool.pattern}
 			w.places.set(int(c.fd), pl)
 		}
-		pl.slowRun = 1
-		w.struck++
+		if pl.slowRun == 0 {
+			pl.slowRun = 1
+			w.struck++
+		}
 	case pl == nil:
 		if slow {
 			w.suspect = id

@@ -9,8 +9,7 @@ import (
 // What placement knows, for /metrics: the work each worker is counted for
 // (what Pick compares), the time it actually spent working (each poll
 // turn that found work, timed), the turns loops ran for it, and the
-// history table's
-// counters per pool.
+// history table's counters per pool.
 var (
 	descWork = prometheus.NewDesc("edgemux_worker_work",
 		"Work the dispatcher counts for a worker: the sum of its connections' weights, in units of 1 ms of handler time per second (at least 1 per connection).",

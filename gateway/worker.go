@@ -709,7 +709,6 @@ func (w *worker) stop() {
 	w.wake()
 }
 
-// depth is how many events wait in this worker's rings (metrics view).
 // lentTurns is how many of the worker's turns loops ran (lend).
 func (w *worker) lentTurns() uint64 {
 	if pk, ok := w.park.(*route.Parker); ok {
@@ -718,6 +717,8 @@ func (w *worker) lentTurns() uint64 {
 	return 0
 }
 
+// depth is how many events wait in this worker's rings (metrics, and
+// whether its turn is short enough to lend).
 func (w *worker) depth() int {
 	n := 0
 	for _, r := range w.rings {
