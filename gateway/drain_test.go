@@ -317,8 +317,7 @@ func TestShutdownCutsAtGrace(t *testing.T) {
 			}
 			if policy != "inline" {
 				for _, w := range g.workers {
-					p := w.park.(interface{ Parked() bool })
-					eventually(t, "every draining worker parked", p.Parked)
+					eventually(t, "every draining worker parked", w.park.Parked)
 				}
 			}
 			if g.reg.Len() == 0 {

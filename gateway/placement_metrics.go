@@ -35,7 +35,7 @@ func collectPlacement(ch chan<- prometheus.Metric, g *Gateway) {
 			id := strconv.Itoa(i)
 			ch <- prometheus.MustNewConstMetric(descWork, prometheus.GaugeValue, float64(p.disp.Work(i)), p.name, id)
 			ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(w.busyNs.Load())/1e9, p.name, id)
-			ch <- prometheus.MustNewConstMetric(descLent, prometheus.CounterValue, float64(w.lentTurns()), p.name, id)
+			ch <- prometheus.MustNewConstMetric(descLent, prometheus.CounterValue, float64(w.park.Stats().Lends), p.name, id)
 		}
 		if p.history == nil {
 			continue

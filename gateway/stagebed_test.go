@@ -173,16 +173,14 @@ func (b *stageBed) close() {
 	b.w.stop()
 	<-b.w.done
 	b.l.closeFDs()
-	if pk, ok := b.w.park.(*route.Parker); ok {
-		pk.Close()
-	}
+	b.w.park.Close()
 	for _, c := range b.conns {
 		unix.Close(c.peer)
 	}
 }
 
 // parked reports whether the worker is asleep in its Parker.
-func (b *stageBed) parked() bool { return b.w.park.(*route.Parker).Parked() }
+func (b *stageBed) parked() bool { return b.w.park.Parked() }
 
 // stageWait polls cond until it holds; the limit is a hang guard, not a
 // performance assertion.

@@ -171,7 +171,7 @@ const stageBatch = 64
 // is how often the worker was asleep and had to be unparked.
 func BenchmarkStageEnqueue(b *testing.B) {
 	bed := newStageBed(b, stageBatch, nil)
-	pk := bed.w.park.(*route.Parker)
+	pk := bed.w.park
 	wakes := pk.Stats().Wakes
 	var inLoop time.Duration
 	b.ReportAllocs()

@@ -124,7 +124,7 @@ func (g *Gateway) Snapshot() Stats {
 	}
 	for _, p := range g.pools {
 		for i, w := range p.workers {
-			st.Workers = append(st.Workers, WorkerStats{Pool: p.name, Index: i, Depth: w.depth(), Events: w.served.Load(), Lent: w.lentTurns()})
+			st.Workers = append(st.Workers, WorkerStats{Pool: p.name, Index: i, Depth: w.depth(), Events: w.served.Load(), Lent: w.park.Stats().Lends})
 		}
 	}
 	b := g.bus.Stats()

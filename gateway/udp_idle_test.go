@@ -4,8 +4,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/edgemux/edgemux/route"
 )
 
 // TestIdleGatewaySleeps: a gateway with nothing to do (its UDP path used
@@ -36,7 +34,7 @@ func TestIdleGatewaySleeps(t *testing.T) {
 	workerParks := func() uint64 {
 		var n uint64
 		for _, w := range g.workers {
-			n += w.park.(*route.Parker).Stats().Parks
+			n += w.park.Stats().Parks
 		}
 		return n
 	}

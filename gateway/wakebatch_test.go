@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/edgemux/edgemux/registry"
-	"github.com/edgemux/edgemux/route"
 )
 
 // TestWakeOncePerBatch: the loop hands a parked worker a batch of events
@@ -16,7 +15,7 @@ import (
 func TestWakeOncePerBatch(t *testing.T) {
 	const batch = 32
 	bed := newStageBed(t, batch, nil)
-	pk := bed.w.park.(*route.Parker)
+	pk := bed.w.park
 	for round := range 5 {
 		rbEventually(t, "the worker parks", time.Minute, pk.Parked)
 		wakes := pk.Stats().Wakes

@@ -27,12 +27,6 @@ const (
 	lendMaxEvents    = 4    // a loop runs a sleeping worker's turn itself only for this few events (lend)
 )
 
-// parker is what route's parkers offer; the worker does not care which.
-type parker interface {
-	Park(ready func() bool, timeout time.Duration) bool
-	Unpark() bool
-}
-
 // worker owns connections for life: it alone reads them, writes them and
 // calls their sessions, so their state needs no locks. Loops send it events
 // through one SPSC ring per loop; anything else (bus deliveries, drain
@@ -43,11 +37,10 @@ type worker struct {
 	idx   int // index among all workers
 	local int // index within its pool
 	rings []*route.Ring
-	park  parker
-	wake  func() bool // how others wake it: park.Unpark, or the loop's eventfd when inline; true if it slept
+	park  *route.Parker // where it sleeps; a loop may borrow its turn from it (lend)
+	wake  func() bool   // how others wake it: park.Unpark, or the loop's eventfd when inline; true if it slept
 	// readyFn is w.ready as a value made once: a method value made at
-	// each Park would escape through the parker interface and allocate
-	// on every idle turn.
+	// each Park would be a closure made on every idle turn.
 	readyFn  func() bool
 	queuedFn func() bool // w.queued, as readyFn
 	// lendable: handlers cheap enough that a loop may run this worker's
@@ -147,12 +140,7 @@ func (w *worker) run() {
 			w.tick(uint64(now.Sub(w.g.start) / workerTick))
 			last = now
 		}
-		busy := w.poll()
-		if busy {
-			// Work, measured: the turn's wall time, two clock reads a
-			// turn (now is the first), however many events it held.
-			w.busyNs.Add(uint64(time.Since(now)))
-		}
+		busy := w.timedPoll(now)
 		// Datagram handlers' timers (retransmissions) want about a
 		// millisecond, not the 100 ms the connections' wheel steps by.
 		timeout := w.parkTimeout(now)
@@ -209,18 +197,25 @@ func (w *worker) lend() bool {
 	if !w.lendable.Load() || w.state.Load() != workerRunning || w.depth() > lendMaxEvents {
 		return false
 	}
-	pk, ok := w.park.(*route.Parker)
-	if !ok || !pk.Borrow() {
+	if !w.park.Borrow() {
 		return false
 	}
-	now := time.Now()
-	if w.poll() {
-		w.busyNs.Add(uint64(time.Since(now)))
-	}
+	w.timedPoll(time.Now())
 	// What only the worker may finish (a connection whose read budget
 	// ran out) goes back to it, awake.
-	pk.Return(len(w.again) > 0, w.queuedFn)
+	w.park.Return(len(w.again) > 0, w.queuedFn)
 	return true
+}
+
+// timedPoll is poll, counting a turn that found work in busyNs: its wall
+// time since now, two clock reads a turn however many events it held.
+// The worker's own turns and lent ones (lend) are counted alike.
+func (w *worker) timedPoll(now time.Time) bool {
+	busy := w.poll()
+	if busy {
+		w.busyNs.Add(uint64(time.Since(now)))
+	}
+	return busy
 }
 
 // poll handles what is waiting and reports whether it found anything.
@@ -707,14 +702,6 @@ func (w *worker) drain() {
 func (w *worker) stop() {
 	w.state.Store(workerStopped)
 	w.wake()
-}
-
-// lentTurns is how many of the worker's turns loops ran (lend).
-func (w *worker) lentTurns() uint64 {
-	if pk, ok := w.park.(*route.Parker); ok {
-		return pk.Stats().Lends
-	}
-	return 0
 }
 
 // depth is how many events wait in this worker's rings (metrics, and
