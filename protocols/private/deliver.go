@@ -100,6 +100,9 @@ func (s *session) deliver() error {
 				*frames = append(*frames, frame)
 			}
 		}
+		// Every payload is copied into out or into a shared frame by
+		// now: the recycled ones may go back (bus.Subscriber.Recycle).
+		s.sub.Release(batch.Msgs)
 		*buf = out
 		var err error
 		if shared {

@@ -333,6 +333,7 @@ func (s *session) subscribe(filter string) error {
 			return err
 		}
 		sub.SetQueue(s.h.cfg.Queue) // private.queue, not bus.queue
+		sub.Recycle()               // deliver copies each batch into frames, then Releases it
 		s.sub = sub
 	}
 	if held := s.sub.Filters(); len(held) >= s.h.cfg.MaxSubs && !contains(held, filter) {

@@ -64,11 +64,12 @@ var (
 type Message struct {
 	Topic    string
 	Payload  []byte
-	Src      string     // protocol it came from: "private", "modbus", "coap", "ws", ...
-	TS       int64      // unix nanoseconds at publish (from Options.Now)
-	Seq      uint64     // the publish's number in its topic's cache shard, from 1: grows with each publish to the topic, unique within it
-	ext      *sharedExt // encodings and chain, shared by every copy of a published message; nil for one built by hand
-	Retained bool       // replayed from the LVC for a new subscription, not live
+	Src      string      // protocol it came from: "private", "modbus", "coap", "ws", ...
+	TS       int64       // unix nanoseconds at publish (from Options.Now)
+	Seq      uint64      // the publish's number in its topic's cache shard, from 1: grows with each publish to the topic, unique within it
+	ext      *sharedExt  // encodings and chain, shared by every copy of a published message; nil for one built by hand
+	buf      *payloadBuf // the pooled array Payload lies in, counted (payload.go); nil: the collector's
+	Retained bool        // replayed from the LVC for a new subscription, not live
 }
 
 // msgOverhead is what a queued message counts against QueueBytes besides
@@ -318,9 +319,6 @@ func (b *Bus) publishDone(r *Route, q *Quota, topic string, borrowed bool, paylo
 // entry, and it learns them for the next publish.
 func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload []byte, src string) error {
 	m := &Message{Topic: topic, Src: src, TS: b.opt.Now()}
-	if len(payload) > 0 {
-		m.Payload = append(make([]byte, 0, len(payload)), payload...)
-	}
 	known := r.knows(topic)
 	var h uint64
 	if known {
@@ -345,6 +343,7 @@ func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload [
 		single, multi = c.single, c.multi
 	}
 	n := len(single) + len(multi)
+	m.Payload, m.buf = copyPayload(payload, single, multi)
 	var chained *Message
 	if n > 1 {
 		chained = share(m)
@@ -367,11 +366,35 @@ func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload [
 			b.fanOut(sh, chained, single, multi)
 		}
 	}
+	if err != nil {
+		m.buf.drop(2) // neither cached nor queued: the holds taken for both go unused
+	}
 	if c != nil {
 		c.reset()
 		collectorPool.Put(c)
 	}
 	return err
+}
+
+// copyPayload is the bus's copy of a publish's payload: in a pooled
+// buffer held by the cache and the queue when its one subscriber recycles
+// (payload.go), else in an array of its own.
+func copyPayload(payload []byte, single, multi []*Subscriber) ([]byte, *payloadBuf) {
+	if len(payload) == 0 {
+		return nil, nil
+	}
+	var lone *Subscriber
+	switch {
+	case len(single) == 1 && len(multi) == 0:
+		lone = single[0]
+	case len(single) == 0 && len(multi) == 1:
+		lone = multi[0]
+	}
+	if lone != nil && lone.recycles && len(payload) <= maxPooled {
+		buf := newPayload(payload, 2)
+		return buf.b, buf
+	}
+	return append(make([]byte, 0, len(payload)), payload...), nil
 }
 
 // hash is a topic's hash, which picks its shard and its trie stripe.
@@ -410,6 +433,9 @@ type tally struct {
 func (t *tally) settle(b *Bus, s *Subscriber, m *Message) {
 	r, lost := s.push(m)
 	t.dropped += uint64(lost)
+	if r != pushWoke && r != pushQueued {
+		m.buf.unref() // the hold taken for the queue, which did not take m
+	}
 	switch r {
 	case pushWoke:
 		t.delivered++

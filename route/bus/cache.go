@@ -77,6 +77,7 @@ func (sh *shard) add(topic string) *entry {
 // birth number, which compaction keeps, so it loses nothing.
 func (sh *shard) remove(e *entry) {
 	delete(sh.m, e.msg.Topic)
+	e.msg.buf.unref()
 	e.dead, e.has = true, false
 	e.msg, e.tail = Message{}, weak.Pointer[Message]{}
 	sh.dead++
@@ -134,7 +135,9 @@ func (b *Bus) store(sh *shard, m, chained *Message, q *Quota, borrowed bool, hin
 	}
 	m.Topic = e.msg.Topic
 	m.Seq = sh.seq.Add(1)
+	old := e.msg.buf
 	e.msg, e.has = *m, true
+	old.unref()     // the newer value takes the cache's hold
 	e.msg.ext = nil // the cache keeps no encodings (encoding.go)
 	if chained != nil {
 		chained.Topic, chained.Seq = m.Topic, m.Seq
@@ -160,7 +163,7 @@ func (b *Bus) Get(topic string) (Message, bool) {
 	var m Message
 	ok := e != nil && e.has
 	if ok {
-		m = e.msg
+		m = escape(e.msg)
 	}
 	sh.mu.RUnlock()
 	return m, ok
@@ -184,6 +187,7 @@ func (b *Bus) Forget(topic string) bool {
 		return false
 	}
 	if e.pins > 0 {
+		e.msg.buf.unref()
 		e.msg, e.has = Message{Topic: e.msg.Topic}, false // the entry's own string
 		return true
 	}
@@ -295,7 +299,7 @@ func (b *Bus) Retained(filter string, fn func(Message) bool) {
 		sh.mu.RLock()
 		for _, e := range sh.order {
 			if e.has && matchValid(filter, e.msg.Topic) {
-				batch = append(batch, e.msg)
+				batch = append(batch, escape(e.msg))
 			}
 		}
 		sh.mu.RUnlock()

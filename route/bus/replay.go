@@ -233,7 +233,7 @@ func (b *Bus) replayStep(r *replay, dst []Message, used, maxBytes int, scanned *
 }
 
 func appendRetained(dst []Message, used int, m *Message) ([]Message, int) {
-	c := *m
+	c := escape(*m)
 	c.Retained = true
 	return append(dst, c), used + c.size()
 }

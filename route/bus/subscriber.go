@@ -37,6 +37,7 @@ type Subscriber struct {
 
 	detached bool // guarded by bus.trie: filters removed, no longer counted
 	closed   bool // guarded by mu
+	recycles bool // guarded by bus.trie: the owner Releases what it drains (payload.go)
 }
 
 // NewSubscriber returns a subscriber with no filters. notify, if not nil,
@@ -237,7 +238,9 @@ func (s *Subscriber) push(m *Message) (pushResult, int) {
 			s.dropQueue()
 			return pushCut, lost
 		}
-		release(s.takeOldest()) // DropOldest
+		old := s.takeOldest() // DropOldest
+		old.buf.unref()
+		release(old)
 		lost++
 		overLimit = false
 	}
