@@ -107,6 +107,10 @@ func (s *session) deliver() error {
 				s.l.staged(text)
 			}
 		}
+		// Every payload is in a frame by now (the JSON copies it; stage
+		// copies the JSON): the recycled ones may go back
+		// (bus.Subscriber.Recycle).
+		s.sub.Release(batch.Msgs)
 		// The output was empty: this write goes ahead whatever its size.
 		if err := s.flush(); err != nil {
 			return err

@@ -129,6 +129,7 @@ func (s *session) subscribe(filter string, retained bool) error {
 		if err != nil {
 			return s.replyError(CodeUnavailable, err.Error())
 		}
+		sub.Recycle() // deliver copies each batch into frames, then Releases it
 		s.sub = sub
 	}
 	if i < 0 {
