@@ -103,9 +103,9 @@ func escape(m Message) Message {
 // Recycle declares that the owner hands every message it drains back
 // with Release once it no longer reads its payload (nor anything sliced
 // from it). A publish that reaches this subscriber alone then copies its
-// payload into a pooled buffer (payload.go). Call it before the first
-// Subscribe: a publish decides under the trie lock, which Subscribe
-// takes, so from then on every publish sees it.
+// payload into a pooled buffer (payload.go). A publish decides under the
+// trie lock, which Recycle takes, so every publish after it sees it;
+// call it before the first Subscribe, so that every delivery does.
 func (s *Subscriber) Recycle() {
 	s.bus.trie.Lock()
 	s.recycles = true
