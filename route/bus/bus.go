@@ -29,6 +29,7 @@
 package bus
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -319,6 +320,9 @@ func (b *Bus) publishDone(r *Route, q *Quota, topic string, borrowed bool, paylo
 // entry, and it learns them for the next publish.
 func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload []byte, src string) error {
 	m := &Message{Topic: topic, Src: src, TS: b.opt.Now()}
+	if len(payload) > maxPooled { // never pooled: copied before the lock, however big
+		m.Payload = bytes.Clone(payload)
+	}
 	known := r.knows(topic)
 	var h uint64
 	if known {
@@ -343,7 +347,9 @@ func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload [
 		single, multi = c.single, c.multi
 	}
 	n := len(single) + len(multi)
-	m.Payload, m.buf = copyPayload(payload, single, multi)
+	if m.Payload == nil {
+		m.Payload, m.buf = copyPayload(payload, single, multi)
+	}
 	var chained *Message
 	if n > 1 {
 		chained = share(m)
@@ -376,9 +382,10 @@ func (b *Bus) publish(r *Route, q *Quota, topic string, borrowed bool, payload [
 	return err
 }
 
-// copyPayload is the bus's copy of a publish's payload: in a pooled
-// buffer held by the cache and the queue when its one subscriber recycles
-// (payload.go), else in an array of its own.
+// copyPayload is the bus's copy of a publish's payload of at most
+// maxPooled bytes: in a pooled buffer held by the cache and the queue
+// when its one subscriber recycles (payload.go), else in an array of its
+// own. It runs under the trie's read lock, which knows the subscribers.
 func copyPayload(payload []byte, single, multi []*Subscriber) ([]byte, *payloadBuf) {
 	if len(payload) == 0 {
 		return nil, nil
@@ -390,7 +397,7 @@ func copyPayload(payload []byte, single, multi []*Subscriber) ([]byte, *payloadB
 	case len(single) == 0 && len(multi) == 1:
 		lone = multi[0]
 	}
-	if lone != nil && lone.recycles && len(payload) <= maxPooled {
+	if lone != nil && lone.recycles {
 		buf := newPayload(payload, 2)
 		return buf.b, buf
 	}
