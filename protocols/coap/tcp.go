@@ -224,8 +224,7 @@ func (s *tcpSession) deliver() error {
 			s.conn.Notify()
 			return nil
 		}
-		sub := s.w.sub
-		batch := sub.Drain(s.msgs[:0], deliverBatch)
+		batch := s.w.sub.Drain(s.msgs[:0], deliverBatch)
 		s.msgs = batch.Msgs
 		if batch.Dropped > 0 {
 			s.srv.stats.dropped.Add(batch.Dropped)
@@ -243,9 +242,6 @@ func (s *tcpSession) deliver() error {
 				}
 			}
 		}
-		// Each notification was encoded into the output: the recycled
-		// payloads may go back (bus.Subscriber.Recycle).
-		sub.Release(batch.Msgs)
 		clear(s.msgs)
 		if !batch.More {
 			return nil
