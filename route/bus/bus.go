@@ -401,7 +401,7 @@ func copyPayload(payload []byte, single, multi []*Subscriber) ([]byte, *payloadB
 		buf := newPayload(payload, 2)
 		return buf.b, buf
 	}
-	return append(make([]byte, 0, len(payload)), payload...), nil
+	return bytes.Clone(payload), nil
 }
 
 // hash is a topic's hash, which picks its shard and its trie stripe.
