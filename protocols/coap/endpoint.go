@@ -303,7 +303,8 @@ func (e *Endpoint) deliver(p *peer, now time.Time) {
 			e.queue(p)
 			return
 		}
-		batch := p.w.sub.Drain(e.msgs[:0], deliverBatch)
+		sub := p.w.sub // a notification may end the watch
+		batch := sub.Drain(e.msgs[:0], deliverBatch)
 		e.msgs = batch.Msgs
 		if batch.Dropped > 0 {
 			e.srv.stats.dropped.Add(batch.Dropped)
@@ -316,6 +317,10 @@ func (e *Endpoint) deliver(p *peer, now time.Time) {
 				}
 			}
 		}
+		// Each notification was encoded into a datagram (and a pending
+		// confirmable one copied): the recycled payloads may go back
+		// (bus.Subscriber.Recycle).
+		sub.Release(batch.Msgs)
 		clear(e.msgs) // drop references to payloads
 		if !batch.More {
 			return

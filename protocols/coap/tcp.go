@@ -224,7 +224,8 @@ func (s *tcpSession) deliver() error {
 			s.conn.Notify()
 			return nil
 		}
-		batch := s.w.sub.Drain(s.msgs[:0], deliverBatch)
+		sub := s.w.sub
+		batch := sub.Drain(s.msgs[:0], deliverBatch)
 		s.msgs = batch.Msgs
 		if batch.Dropped > 0 {
 			s.srv.stats.dropped.Add(batch.Dropped)
@@ -242,6 +243,9 @@ func (s *tcpSession) deliver() error {
 				}
 			}
 		}
+		// Each notification was encoded into the output: the recycled
+		// payloads may go back (bus.Subscriber.Recycle).
+		sub.Release(batch.Msgs)
 		clear(s.msgs)
 		if !batch.More {
 			return nil

@@ -67,6 +67,7 @@ func (w *watcher) observe(s *server, notify func(), token []byte, filter string,
 			return nil, err
 		}
 		sub.SetQueue(s.cfg.Queue)
+		sub.Recycle() // each delivery round encodes its notifications, then Releases them
 		w.sub = sub
 	}
 	var err error
