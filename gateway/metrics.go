@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -107,6 +108,10 @@ func reasonLabel(err error) string {
 		return "panic"
 	case errors.Is(err, errInputLimit):
 		return "input_limit"
+	case errors.Is(err, syscall.ECONNRESET):
+		// The peer reset the connection (a client killed, or one that
+		// closed with input unread): its doing, not the gateway's error.
+		return "peer_reset"
 	}
 	return "error"
 }

@@ -26,7 +26,7 @@ var refusedReasons = []string{
 
 // closedReasons are reasonLabel's values.
 var closedReasons = []string{
-	"none", "peer_closed", "idle", "shutdown", "malformed", "backpressure", "panic", "input_limit", "error",
+	"none", "peer_closed", "peer_reset", "idle", "shutdown", "malformed", "backpressure", "panic", "input_limit", "error",
 }
 
 // allProtos lists every sniff.Proto, WebSocket included.

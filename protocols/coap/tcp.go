@@ -24,8 +24,9 @@ import (
 
 // Errors a TCP session closes its connection with.
 var (
-	// ErrReleased: the peer sent Release (7.04).
-	ErrReleased = errors.New("coap: peer released the connection")
+	// ErrReleased: the peer sent Release (7.04), a graceful close by the
+	// peer, so it is also protocols.ErrPeerClosed (and counted as such).
+	ErrReleased = fmt.Errorf("coap: peer released the connection: %w", protocols.ErrPeerClosed)
 	// ErrAborted: the peer sent Abort (7.05).
 	ErrAborted = errors.New("coap: peer aborted the connection")
 	// ErrPanic: the session recovered a panic of its own.
