@@ -369,7 +369,7 @@ func (c *conn) shutWrite() { unix.Shutdown(int(c.fd), unix.SHUT_WR) }
 // closed otherwise.
 func (c *conn) release() {
 	w := c.w
-	if w.conns.get(int(c.fd)) != c {
+	if w.fds.conn(int(c.fd)) != c {
 		return // released already
 	}
 	c.lingering = false
@@ -377,7 +377,7 @@ func (c *conn) release() {
 		c.writeBuffered() // best effort: the peer may have gone
 	}
 	c.io = nil
-	w.conns.set(int(c.fd), nil)
+	w.fds.setConn(int(c.fd), nil)
 	w.g.closeConn(int(c.fd), c.gen)
 	w.unplace(c)
 	switch {

@@ -1,66 +1,98 @@
 package gateway
 
-// fdTable maps a worker's connections' fds to what it keeps of each (its
-// conns, its placements): a lookup per event, by index, as the registry's
-// slots are found.
+// fdTable maps a worker's connections' fds to what it keeps of each: its
+// conn and, once placement has learned something of it, its placement. A
+// lookup per event, by index, as the registry's slots are found.
 //
-// It is paged, not one slice as long as the registry: every worker kept
-// two such slices, 8 bytes per fd each, so a gateway sized for 20,000 fds
-// with ten workers held 3.2 MB of pointer slices whatever it served, and
-// the garbage collector read all of it every cycle (idle RSS of the
-// benchmark gateway 6.8 MB, 4.5 MB with the caps lowered to 100). A page
-// of fdPage entries is made the first time the worker gets an fd in its
-// range and kept after: memory follows the fds a worker has served, and
-// a worker of a pool that serves nobody holds only the page index.
-type fdTable[T any] struct {
-	pages []*[fdPage]*T
+// Both live in one entry: an event reads the conn when it is taken and the
+// placement when it is learned from (placement.go), and with two tables
+// that was two cache lines per event. With 1,000 connections taking turns,
+// a connection's lines are out of the cache by its next request, so each
+// one read is a stall of its own (docs/BENCHMARKS.md, round 11).
+//
+// It is paged, not one slice as long as the registry: a gateway sized for
+// 20,000 fds with ten workers would hold 3.2 MB of entries whatever it
+// served, and the garbage collector would read all of it every cycle. A
+// page of fdPage entries is made the first time the worker gets an fd in
+// its range and kept after: memory follows the fds a worker has served,
+// and a worker of a pool that serves nobody holds only the page index.
+type fdTable struct {
+	pages []*[fdPage]fdEntry
 }
 
-// fdPage is how many fds one page covers: 2 KiB of pointers, so the
+// fdEntry is what a worker keeps of one fd.
+type fdEntry struct {
+	conn  *conn
+	place *placement // nil until placement made one (placement.go)
+}
+
+// fdPage is how many fds one page covers: 4 KiB of entries, so the
 // lowest fds (which the kernel hands out first) share few pages.
 const fdPage = 256
 
 // newFDTable returns a table for fds 0..size-1.
-func newFDTable[T any](size int) fdTable[T] {
-	return fdTable[T]{pages: make([]*[fdPage]*T, (size+fdPage-1)/fdPage)}
+func newFDTable(size int) fdTable {
+	return fdTable{pages: make([]*[fdPage]fdEntry, (size+fdPage-1)/fdPage)}
 }
 
-// get returns fd's entry, nil if none.
-func (t *fdTable[T]) get(fd int) *T {
+// entry returns fd's entry, nil if its page was never made; with make, it
+// makes the page.
+func (t *fdTable) entry(fd int, make bool) *fdEntry {
 	p := t.pages[fd/fdPage]
 	if p == nil {
-		return nil
-	}
-	return p[fd%fdPage]
-}
-
-// set stores v as fd's entry, making its page if need be.
-func (t *fdTable[T]) set(fd int, v *T) {
-	p := t.pages[fd/fdPage]
-	if p == nil {
-		if v == nil {
-			return
+		if !make {
+			return nil
 		}
-		p = new([fdPage]*T)
+		p = new([fdPage]fdEntry)
 		t.pages[fd/fdPage] = p
 	}
-	p[fd%fdPage] = v
+	return &p[fd%fdPage]
 }
 
-// each calls f with every entry in fd order; f may set or clear entries,
+// conn returns fd's conn, nil if none.
+func (t *fdTable) conn(fd int) *conn {
+	if e := t.entry(fd, false); e != nil {
+		return e.conn
+	}
+	return nil
+}
+
+// place returns fd's placement, nil if none.
+func (t *fdTable) place(fd int) *placement {
+	if e := t.entry(fd, false); e != nil {
+		return e.place
+	}
+	return nil
+}
+
+// setConn stores c as fd's conn (nil: none), making its page if need be.
+func (t *fdTable) setConn(fd int, c *conn) {
+	if e := t.entry(fd, c != nil); e != nil {
+		e.conn = c
+	}
+}
+
+// setPlace stores pl as fd's placement (nil: none), as setConn.
+func (t *fdTable) setPlace(fd int, pl *placement) {
+	if e := t.entry(fd, pl != nil); e != nil {
+		e.place = pl
+	}
+}
+
+// each calls f with every conn in fd order; f may set or clear entries,
 // its own included.
-func (t *fdTable[T]) each(f func(v *T)) {
+func (t *fdTable) each(f func(c *conn)) {
 	for _, p := range t.pages {
 		if p == nil {
 			continue
 		}
-		for _, v := range p {
-			if v != nil {
-				f(v)
+		for i := range p {
+			if c := p[i].conn; c != nil {
+				f(c)
 			}
 		}
 	}
 }
 
 // size is how many fds the table covers.
-func (t *fdTable[T]) size() int { return len(t.pages) * fdPage }
+func (t *fdTable) size() int { return len(t.pages) * fdPage }

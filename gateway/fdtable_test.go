@@ -9,31 +9,42 @@ import (
 
 func TestFDTable(t *testing.T) {
 	const size = 3*fdPage + 10
-	tb := newFDTable[conn](size)
+	tb := newFDTable(size)
 	if tb.size() < size {
 		t.Fatalf("covers %d fds, want at least %d", tb.size(), size)
 	}
 	fds := []int{0, fdPage - 1, fdPage, 3 * fdPage, size - 1}
 	for _, fd := range fds {
-		if tb.get(fd) != nil {
+		if tb.conn(fd) != nil || tb.place(fd) != nil {
 			t.Fatalf("fd %d: entry in an empty table", fd)
 		}
 	}
-	tb.set(2*fdPage+1, nil)
+	tb.setConn(2*fdPage+1, nil)
+	tb.setPlace(2*fdPage+1, nil)
 	if n := pagesMade(&tb); n != 0 {
 		t.Fatalf("clearing an absent entry made %d pages", n)
 	}
 	want := map[int]*conn{}
 	for _, fd := range fds {
 		want[fd] = &conn{fd: int32(fd)}
-		tb.set(fd, want[fd])
+		tb.setConn(fd, want[fd])
 	}
+	// A placement shares its conn's entry: setting one leaves the other.
+	pl := &placement{weight: 3}
+	tb.setPlace(fds[1], pl)
 	for _, fd := range fds {
-		if got := tb.get(fd); got != want[fd] {
+		if got := tb.conn(fd); got != want[fd] {
 			t.Fatalf("fd %d: got %p, want %p", fd, got, want[fd])
 		}
 	}
-	if got := tb.get(fdPage + 1); got != nil {
+	if tb.place(fds[1]) != pl || tb.place(fds[0]) != nil {
+		t.Fatalf("placements: fd %d has %p (want %p), fd %d has %p (want none)", fds[1], tb.place(fds[1]), pl, fds[0], tb.place(fds[0]))
+	}
+	tb.setPlace(fds[1], nil)
+	if tb.place(fds[1]) != nil || tb.conn(fds[1]) != want[fds[1]] {
+		t.Fatalf("clearing fd %d's placement left it or lost its conn", fds[1])
+	}
+	if got := tb.conn(fdPage + 1); got != nil {
 		t.Fatalf("fd %d: an entry never set reads %p", fdPage+1, got)
 	}
 	if n := pagesMade(&tb); n != 3 { // pages 0, 1 and 3; not 2
@@ -45,7 +56,7 @@ func TestFDTable(t *testing.T) {
 	var seen []int
 	tb.each(func(c *conn) {
 		seen = append(seen, int(c.fd))
-		tb.set(int(c.fd), nil)
+		tb.setConn(int(c.fd), nil)
 	})
 	if len(seen) != len(fds) {
 		t.Fatalf("each visited %v, want %v", seen, fds)
@@ -56,7 +67,7 @@ func TestFDTable(t *testing.T) {
 		}
 	}
 	for _, fd := range fds {
-		if tb.get(fd) != nil {
+		if tb.conn(fd) != nil {
 			t.Fatalf("fd %d still set after each cleared it", fd)
 		}
 	}
@@ -71,7 +82,7 @@ func TestIdleWorkersHoldNoPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range g.workers {
-		if n := pagesMade(&w.conns) + pagesMade(&w.places); n != 0 {
+		if n := pagesMade(&w.fds); n != 0 {
 			t.Fatalf("worker %d holds %d pages before any connection", w.idx, n)
 		}
 	}
@@ -92,7 +103,7 @@ func TestIdleWorkersHoldNoPages(t *testing.T) {
 	c.Close()
 	with := 0
 	for _, w := range g.workers {
-		if pagesMade(&w.conns) > 0 {
+		if pagesMade(&w.fds) > 0 {
 			with++
 		}
 	}
@@ -101,7 +112,7 @@ func TestIdleWorkersHoldNoPages(t *testing.T) {
 	}
 }
 
-func pagesMade[T any](tb *fdTable[T]) int {
+func pagesMade(tb *fdTable) int {
 	n := 0
 	for _, p := range tb.pages {
 		if p != nil {

@@ -98,9 +98,9 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	peer := netip.MustParseAddrPort("127.0.0.2:40000")
 	open := func(fd int, profiled bool) *conn {
 		c := newConn(w, fd, 1, peer, sniff.Private, 0)
-		w.conns.set(fd, c)
+		w.fds.setConn(fd, c)
 		if profiled {
-			w.places.set(fd, &placement{weight: 1, placedAs: w.pool.pattern})
+			w.fds.setPlace(fd, &placement{weight: 1, placedAs: w.pool.pattern})
 		}
 		return c
 	}
@@ -155,11 +155,11 @@ func TestSlowSampleStopsLending(t *testing.T) {
 	// A connection not placed yet is judged as well. One strike costs it
 	// no placement (the worker holds it); two make one. Its release
 	// forgets it, and nothing marks it again once released.
-	if w.places.get(9) != nil {
+	if w.fds.place(9) != nil {
 		t.Fatal("the one-off slow samples gave a connection not placed yet a placement")
 	}
 	w.sample(fresh, slow)
-	if w.places.get(9) != nil || !w.timeEvent(fresh, 3) {
+	if w.fds.place(9) != nil || !w.timeEvent(fresh, 3) {
 		t.Fatal("one strike: want no placement and the next event timed")
 	}
 	w.sample(fresh, slow)
@@ -187,13 +187,13 @@ func TestNoStrikesWithoutLending(t *testing.T) {
 	}
 	w := g.byPool["private"].workers[0]
 	c := newConn(w, 7, 1, netip.MustParseAddrPort("127.0.0.2:40000"), sniff.Private, 0)
-	w.conns.set(7, c)
+	w.fds.setConn(7, c)
 	for range 3 {
 		w.sample(c, uint64(5*time.Millisecond))
 	}
-	if w.lendable.Load() || w.places.get(7) != nil || w.suspect != 0 || w.slowConns != 0 {
+	if w.lendable.Load() || w.fds.place(7) != nil || w.suspect != 0 || w.slowConns != 0 {
 		t.Fatalf("lend_below 0s: lendable %v, placement %v, suspect %x, slow connections %d",
-			w.lendable.Load(), w.places.get(7) != nil, w.suspect, w.slowConns)
+			w.lendable.Load(), w.fds.place(7) != nil, w.suspect, w.slowConns)
 	}
 }
 

@@ -10,12 +10,11 @@ import (
 // placement is what a worker learns of one of its connections for the
 // dispatcher: its profile, and the weight the dispatcher counts for it.
 //
-// It lives in the worker's places table (fd-indexed, as its conns), not
-// in the conn: every idle connection carries a conn, which stays in its
-// 80-byte size class, while a placement (about 64 bytes) is made only for
-// a connection that came with a history or has spoken placeAfter events.
-// The table (fdTable) holds pages of pointers only where the worker has
-// had connections; it was a map, whose lookup per event took 2.7 % of the
+// It hangs off the worker's fd table entry beside the conn (fdTable), not
+// inside the conn: every idle connection carries a conn, which stays in
+// its 80-byte size class, while a placement (about 64 bytes) is made only
+// for a connection that came with a history or has spoken placeAfter
+// events. It was a map once, whose lookup per event took 2.7 % of the
 // user-space cycles of the 1k/1k 1 KiB echo.
 type placement struct {
 	prof     route.Profile
@@ -39,9 +38,9 @@ func (w *worker) seed(c *conn, bits uint32) {
 	}
 	// A placement left by an fd's earlier connection (one that ended
 	// without release, as at a worker's stop) must not be counted again.
-	if old := w.places.get(int(c.fd)); old != nil {
+	if old := w.fds.place(int(c.fd)); old != nil {
 		w.forgetSlow(old)
-		w.places.set(int(c.fd), nil)
+		w.fds.setPlace(int(c.fd), nil)
 	}
 	pat, weight := seedOf(bits)
 	if pat == w.pool.pattern && weight <= 1 {
@@ -49,7 +48,7 @@ func (w *worker) seed(c *conn, bits uint32) {
 	}
 	pl := &placement{weight: weight, placedAs: pat}
 	pl.prof.Seed(pat, weight)
-	w.places.set(int(c.fd), pl)
+	w.fds.setPlace(int(c.fd), pl)
 }
 
 // learn feeds the event just served into c's profile and, when its class
@@ -60,10 +59,10 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 		return
 	}
 	p := w.pool
-	pl := w.places.get(int(c.fd))
+	pl := w.fds.place(int(c.fd))
 	if pl == nil && s.Events() >= placeAfter {
 		pl = &placement{weight: 1, placedAs: p.pattern}
-		w.places.set(int(c.fd), pl)
+		w.fds.setPlace(int(c.fd), pl)
 	}
 	pat := route.PatternUnknown
 	if pl != nil {
@@ -84,13 +83,13 @@ func (w *worker) learn(c *conn, s *registry.Slot, now uint32) {
 // profile if it has one, and whether c is too slow to be lent.
 func (w *worker) sample(c *conn, ns uint64) {
 	w.costNs = route.SmoothCost(w.costNs, ns)
-	pl := w.places.get(int(c.fd))
+	pl := w.fds.place(int(c.fd))
 	if pl != nil {
 		pl.prof.Sample(ns)
 	}
 	// A connection the event released must not be marked again: nothing
 	// would unmark it.
-	if w.lends() && w.conns.get(int(c.fd)) == c {
+	if w.lends() && w.fds.conn(int(c.fd)) == c {
 		w.judgeSlow(c, pl, time.Duration(ns) >= slowFactor*w.g.cfg.Dispatch.LendBelow)
 	}
 	w.updateLendable()
@@ -136,7 +135,7 @@ func (w *worker) judgeSlow(c *conn, pl *placement, slow bool) {
 		}
 		if pl == nil {
 			pl = &placement{weight: 1, placedAs: w.pool.pattern}
-			w.places.set(int(c.fd), pl)
+			w.fds.setPlace(int(c.fd), pl)
 		}
 		if pl.slowRun == 0 {
 			pl.slowRun = 1
@@ -188,7 +187,7 @@ func (w *worker) timeEvent(c *conn, ev uint32) bool {
 	if w.struck == 0 {
 		return false
 	}
-	pl := w.places.get(int(c.fd))
+	pl := w.fds.place(int(c.fd))
 	return pl != nil && pl.slowRun > 0
 }
 
@@ -219,14 +218,14 @@ func (w *worker) unplace(c *conn) {
 	}
 	p := w.pool
 	weight, placedAs := uint32(1), p.pattern
-	if pl := w.places.get(int(c.fd)); pl != nil {
+	if pl := w.fds.place(int(c.fd)); pl != nil {
 		weight, placedAs = pl.weight, pl.placedAs
 		p.history.Record(c.Peer().Addr(), pl.prof.Pattern(), pl.prof.Weight())
 		if pl.slowRun > 0 {
 			w.forgetSlow(pl)
 			w.updateLendable()
 		}
-		w.places.set(int(c.fd), nil)
+		w.fds.setPlace(int(c.fd), nil)
 	}
 	p.disp.ReleaseWeighted(w.local, p.protoBit(c.proto), placedAs, weight)
 }

@@ -17,7 +17,7 @@ func TestRegistrySizedFromMaxConns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := 2*1000 + cfg.Admin.MaxConns + fdReserve
-	if tb := g.workers[0].conns.size(); g.reg.Size() != want || tb < want || tb >= want+fdPage {
+	if tb := g.workers[0].fds.size(); g.reg.Size() != want || tb < want || tb >= want+fdPage {
 		t.Fatalf("registry %d slots, worker table %d fds; want %d (rlimit %d)", g.reg.Size(), tb, want, rlimitNoFile())
 	}
 }

@@ -55,9 +55,9 @@ type worker struct {
 	inboxN  atomic.Int32
 	taken   []uint64
 
-	dg     *dgramWorker  // its datagram side; nil unless udp.routes names its pool
-	conns  fdTable[conn] // by fd (fdtable.go)
-	again  []*conn       // read budget ran out before EAGAIN
+	dg     *dgramWorker // its datagram side; nil unless udp.routes names its pool
+	fds    fdTable      // by fd: its conns and their placements (fdtable.go)
+	again  []*conn      // read budget ran out before EAGAIN
 	wheel  *wheel
 	rbuf   []byte
 	iovecs []unix.Iovec // writev's scratch (conn.writeBuffered)
@@ -67,9 +67,8 @@ type worker struct {
 	served atomic.Uint64
 
 	// Placement (placement.go): what the worker learns for the dispatcher.
-	busyNs atomic.Uint64      // wall time in poll turns that found work, measured per turn
-	costNs uint32             // smoothed sampled handler time per event, all its connections
-	places fdTable[placement] // by fd, as conns: what placement learns of a connection
+	busyNs atomic.Uint64 // wall time in poll turns that found work, measured per turn
+	costNs uint32        // smoothed sampled handler time per event, all its connections
 
 	// What the worker has acted on, its own: the drain began (its
 	// connections were told, new ones are told at hand-over), and the
@@ -90,10 +89,9 @@ const (
 func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 	w := &worker{
 		g: g, pool: p, idx: idx, local: local,
-		conns:  newFDTable[conn](g.reg.Size()),
-		places: newFDTable[placement](g.reg.Size()),
-		wheel:  newWheel(idleWheelBuckets, 0),
-		done:   make(chan struct{}),
+		fds:   newFDTable(g.reg.Size()),
+		wheel: newWheel(idleWheelBuckets, 0),
+		done:  make(chan struct{}),
 	}
 	w.readyFn = w.ready
 	w.queuedFn = w.queued
@@ -281,7 +279,7 @@ func (w *worker) handle(id uint64) {
 		defer w.endSample()
 	}
 	w.served.Add(1)
-	c := w.conns.get(fd)
+	c := w.fds.conn(fd)
 	opened := bits&registry.EvOpen != 0
 	if opened {
 		c = w.open(fd, gen, s, bits)
@@ -318,7 +316,7 @@ func (w *worker) handle(id uint64) {
 		w.sample(c, ns)
 	}
 	// Not after release: its weight has left the dispatcher already.
-	if w.conns.get(fd) == c {
+	if w.fds.conn(fd) == c {
 		w.learn(c, s, now)
 	}
 	// A connection handed over during a drain hears the goodbye after
@@ -338,7 +336,7 @@ func (w *worker) open(fd int, gen uint32, s *registry.Slot, bits uint32) *conn {
 	}
 	c := newConn(w, fd, gen, s.Peer(), sniff.Proto(s.Proto()), reason)
 	w.seed(c, bits)
-	w.conns.set(fd, c)
+	w.fds.setConn(fd, c)
 	h := w.pool.handlerFor(c.proto)
 	if h == nil {
 		c.Close(fmt.Errorf("%w %s", ErrNoHandler, c.proto))
@@ -585,7 +583,7 @@ func (w *worker) drainInbox() {
 	w.inboxMu.Unlock()
 	for _, id := range w.taken {
 		fd, gen := int(id>>32), uint32(id)
-		c := w.conns.get(fd)
+		c := w.fds.conn(fd)
 		if c == nil || c.gen != gen || c.closed {
 			continue
 		}
@@ -618,7 +616,7 @@ func (w *worker) tick(now uint64) {
 	w.ticks = now
 	w.wheel.advance(now, func(t timer) {
 		fd, gen := int(t.id>>32), uint32(t.id)
-		c := w.conns.get(fd)
+		c := w.fds.conn(fd)
 		if c == nil || c.gen != gen || c.closed {
 			return
 		}
@@ -661,7 +659,7 @@ func (w *worker) drainAll() {
 	if w.dg != nil {
 		w.dg.drain(time.Now())
 	}
-	w.conns.each(func(c *conn) {
+	w.fds.each(func(c *conn) {
 		if !c.closed {
 			w.drainConn(c)
 		}
@@ -685,7 +683,7 @@ func (w *worker) drainConn(c *conn) {
 // over, or the gateway closes without one.
 func (w *worker) stopAll() {
 	w.stopping = true
-	w.conns.each(func(c *conn) {
+	w.fds.each(func(c *conn) {
 		if !c.closed {
 			c.Close(protocols.ErrShutdown)
 		}
