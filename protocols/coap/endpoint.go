@@ -321,7 +321,8 @@ func (e *Endpoint) deliver(p *peer, now time.Time) {
 		// confirmable one copied): the recycled payloads may go back
 		// (bus.Subscriber.Recycle).
 		sub.Release(batch.Msgs)
-		clear(e.msgs) // drop references to payloads
+		clear(e.msgs)       // drop references to payloads
+		e.res.payload = nil // it pointed into the last one released
 		if !batch.More {
 			return
 		}

@@ -248,6 +248,7 @@ func (s *tcpSession) deliver() error {
 		// payloads may go back (bus.Subscriber.Recycle).
 		sub.Release(batch.Msgs)
 		clear(s.msgs)
+		s.res.payload = nil // it pointed into the last one released
 		if !batch.More {
 			return nil
 		}
