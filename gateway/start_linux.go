@@ -24,6 +24,11 @@ func (g *Gateway) startLoops() error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen %q: %w", g.cfg.Listen, err)
 	}
+	if addr.Port() != 0 {
+		if err := portFree(addr, g.cfg.UDP.Enabled); err != nil {
+			return err
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		err := g.bind(addr)
 		if err == nil {
@@ -43,6 +48,52 @@ func (g *Gateway) startLoops() error {
 		}()
 	}
 	return nil
+}
+
+// portFree checks, before the loops bind, that no other socket holds
+// addr's port. The loops' sockets share it through SO_REUSEPORT, and the
+// kernel lets any socket of the same user that sets it too join them: a
+// second edgemux started on a port already served (a copy run by hand
+// beside the service, say) would bind without an error and take part of
+// the new connections and datagrams, each process serving half of them
+// with no word said. A probe bound without SO_REUSEPORT is refused when
+// another socket listens on the port (TCP) or is bound to it (UDP), so
+// the gateway refuses to start instead. SO_REUSEADDR lets the TCP probe
+// bind over connections of an earlier run still in TIME_WAIT, as the
+// listeners do. The probes close before the loops bind: another process
+// could slip in between, a window of microseconds, against a mistake
+// made by hand.
+func portFree(addr netip.AddrPort, udp bool) error {
+	if err := probeBind(addr, unix.SOCK_STREAM, true); err != nil {
+		return fmt.Errorf("%w: another socket listens on %v (another edgemux?); this gateway's sockets would share the port and take part of its connections", err, addr)
+	}
+	if !udp {
+		return nil
+	}
+	if err := probeBind(addr, unix.SOCK_DGRAM, false); err != nil {
+		return fmt.Errorf("%w: another socket is bound to udp %v; this gateway's sockets would share the port and take part of its datagrams (udp.enabled: false leaves UDP out)", err, addr)
+	}
+	return nil
+}
+
+// probeBind binds a socket of typ to addr without SO_REUSEPORT, and
+// closes it.
+func probeBind(addr netip.AddrPort, typ int, reuseAddr bool) error {
+	family := unix.AF_INET
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return sysErr("socket", err)
+	}
+	defer unix.Close(fd)
+	if reuseAddr {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			return sysErr("setsockopt SO_REUSEADDR", err)
+		}
+	}
+	return sysErr("bind", unix.Bind(fd, sockaddr(addr)))
 }
 
 // bind makes the loops and their sockets on addr.
