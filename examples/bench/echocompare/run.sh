@@ -96,9 +96,14 @@ start() {
 bench() {
 	local name=$1 pin=$2 row=$3 size=$4 pid port prefix=()
 	port=$(port_of "$name")
+	# A server left from an earlier run would answer in this one's place
+	# (edgemux now refuses a taken port; this also covers the peers).
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		log "port $port is taken before $name starts: stop whatever listens there"; exit 1
+	fi
 	pid=$(start "$name" "$pin")
 	pids+=("$pid")
-	if ! wait_port 127.0.0.1 "$port"; then
+	if ! wait_port 127.0.0.1 "$port" || ! kill -0 "$pid" 2>/dev/null; then
 		log "$name did not listen on $port"; stop "$pid"; return 0
 	fi
 	[ "$pin" = pinned ] && prefix=(taskset -c 1)
