@@ -35,12 +35,12 @@ func newFDTable(size int) fdTable {
 	return fdTable{pages: make([]*[fdPage]fdEntry, (size+fdPage-1)/fdPage)}
 }
 
-// entry returns fd's entry, nil if its page was never made; with make, it
-// makes the page.
-func (t *fdTable) entry(fd int, make bool) *fdEntry {
+// entry returns fd's entry, nil if its page was never made; with create,
+// it makes the page.
+func (t *fdTable) entry(fd int, create bool) *fdEntry {
 	p := t.pages[fd/fdPage]
 	if p == nil {
-		if !make {
+		if !create {
 			return nil
 		}
 		p = new([fdPage]fdEntry)
