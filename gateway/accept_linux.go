@@ -12,11 +12,7 @@ import (
 // listenTCP opens a non-blocking SO_REUSEPORT listening socket. Each loop
 // has its own, so the kernel spreads new connections across loops.
 func listenTCP(addr netip.AddrPort) (int, netip.AddrPort, error) {
-	family := unix.AF_INET
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(familyOf(addr), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, addr, sysErr("socket", err)
 	}
@@ -48,6 +44,15 @@ func listenTCP(addr netip.AddrPort) (int, netip.AddrPort, error) {
 		return fail("getsockname", err)
 	}
 	return fd, addrPort(sa), nil
+}
+
+// familyOf is the socket family for addr: IPv4 for an IPv4 or
+// IPv4-mapped address, IPv6 otherwise.
+func familyOf(addr netip.AddrPort) int {
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
 }
 
 func sockaddr(a netip.AddrPort) unix.Sockaddr {

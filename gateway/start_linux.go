@@ -79,11 +79,7 @@ func portFree(addr netip.AddrPort, udp bool) error {
 // probeBind binds a socket of typ to addr without SO_REUSEPORT, and
 // closes it.
 func probeBind(addr netip.AddrPort, typ int, reuseAddr bool) error {
-	family := unix.AF_INET
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(familyOf(addr), typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return sysErr("socket", err)
 	}

@@ -88,10 +88,7 @@ type udpSocket struct {
 }
 
 func openUDP(addr netip.AddrPort, o udpOptions) (*udpSocket, error) {
-	family := unix.AF_INET
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
-		family = unix.AF_INET6
-	}
+	family := familyOf(addr)
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, sysErr("socket", err)
