@@ -36,7 +36,10 @@ func startPeer(t *testing.T, kind string) string {
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	serve := map[string]func(context.Context, string, func(net.Addr)) error{
-		"gonet": serveGoNet, "gnet": serveGnet, "nbio": serveNbio,
+		"gonet": serveGoNet, "gnet": serveGnet,
+		"nbio": func(ctx context.Context, addr string, ready func(net.Addr)) error {
+			return serveNbio(ctx, addr, 0, ready)
+		},
 	}[kind]
 	go func() { done <- serve(ctx, addr, func(net.Addr) { close(ready) }) }()
 	select {

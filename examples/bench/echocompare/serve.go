@@ -26,6 +26,7 @@ const echoBuf = 2048
 func serveMain(kind string, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:5081", "listen address")
+	pollers := fs.Int("pollers", 0, "nbio: poller goroutines (0: nbio's default, a quarter of the cores and at least one)")
 	fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -36,7 +37,7 @@ func serveMain(kind string, args []string) error {
 	case "gnet":
 		return serveGnet(ctx, *addr, ready)
 	case "nbio":
-		return serveNbio(ctx, *addr, ready)
+		return serveNbio(ctx, *addr, *pollers, ready)
 	}
 	return fmt.Errorf("unknown server %q (gonet | gnet | nbio)", kind)
 }
@@ -107,9 +108,11 @@ func serveGnet(ctx context.Context, addr string, ready func(net.Addr)) error {
 	}
 }
 
-// serveNbio runs nbio's engine with its defaults (one poller per core).
-func serveNbio(ctx context.Context, addr string, ready func(net.Addr)) error {
-	eng := nbio.NewEngine(nbio.Config{Network: "tcp", Addrs: []string{addr}})
+// serveNbio runs nbio's engine with its defaults unless pollers is set.
+// nbio's default is a poller per four cores and at least one: on this
+// two-core box, one goroutine waits in epoll_wait and runs every OnData.
+func serveNbio(ctx context.Context, addr string, pollers int, ready func(net.Addr)) error {
+	eng := nbio.NewEngine(nbio.Config{Network: "tcp", Addrs: []string{addr}, NPoller: pollers})
 	eng.OnData(func(c *nbio.Conn, data []byte) { c.Write(data) })
 	if err := eng.Start(); err != nil {
 		return err
