@@ -43,8 +43,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// told the gateway is ready. Left to the collector's pace, that cycle
 	// came during the first burst of connections and took about 0.5 MB
 	// of fresh pages with it: the idle figure of 1,000 echo connections
-	// read 737-827 B a connection in the runs where it did, 168-319 B in
-	// those where it did not (docs/BENCHMARKS.md, round 13).
+	// read 791-807 B a connection in the traced runs where it did and
+	// 168-319 B where it did not (docs/BENCHMARKS.md, round 13).
 	runtime.GC()
 	// Logged before Ready: whoever waits for Ready finds the line there
 	// (TestReloadLog counted it as a reload's line now and then).
