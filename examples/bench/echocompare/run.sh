@@ -5,6 +5,8 @@
 #
 #   ./run.sh                         # all rows, all servers, pinned and default
 #   ./run.sh gnet edgemux            # a subset of the servers, in this order
+#   ./run.sh edgemux nbio nbio-percore   # nbio also with one poller per core the server may use
+#                                     # (its defaults start one per four cores, at least one)
 #   ROWS="1000/1000" SIZES="64" PINS="pinned" DURATION=2s ./run.sh   # a smoke run
 #   MODE=open RATE=20000 ./run.sh    # open loop at 20,000 requests/s in all
 #   CONNECT_CLIENTS=32 ./run.sh       # the connect row's clients (CONNECT=0: no row)
@@ -75,8 +77,8 @@ build() {
 
 port_of() {
 	case $1 in
-	edgemux) echo 5080 ;; gonet) echo 5081 ;; gnet) echo 5082 ;; nbio) echo 5083 ;;
-	*) log "unknown server $1 (edgemux | gonet | gnet | nbio)"; return 1 ;;
+	edgemux) echo 5080 ;; gonet) echo 5081 ;; gnet) echo 5082 ;; nbio) echo 5083 ;; nbio-percore) echo 5084 ;;
+	*) log "unknown server $1 (edgemux | gonet | gnet | nbio | nbio-percore)"; return 1 ;;
 	esac
 }
 
@@ -87,6 +89,11 @@ start() {
 	[ "$pin" = pinned ] && prefix=(taskset -c 0)
 	if [ "$name" = edgemux ]; then
 		"${prefix[@]}" "$work/bin/edgemux" run -c "$here/edgemux.yaml" >>"$work/edgemux.log" 2>&1 &
+	elif [ "$name" = nbio-percore ]; then
+		local cores
+		cores=$(nproc)
+		[ "$pin" = pinned ] && cores=1
+		"${prefix[@]}" "$work/bin/echocompare" serve nbio -pollers "$cores" -addr "127.0.0.1:$port" >>"$work/$name.log" 2>&1 &
 	else
 		"${prefix[@]}" "$work/bin/echocompare" serve "$name" -addr "127.0.0.1:$port" >>"$work/$name.log" 2>&1 &
 	fi
