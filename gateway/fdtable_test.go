@@ -86,9 +86,7 @@ func TestIdleWorkersHoldNoPages(t *testing.T) {
 			t.Fatalf("worker %d holds %d pages before any connection", w.idx, n)
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	<-g.Ready()
+	done := rbRunGateway(t, g)
 	c, err := private.Dial(context.Background(), g.Addr().String(), "pages", private.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -63,9 +63,7 @@ func TestPortReusedAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(context.Background()) }()
-	<-g.Ready()
+	done := rbRunGateway(t, g)
 	addr := g.Addr()
 	c, err := private.Dial(context.Background(), addr.String(), "time-wait", private.ClientOptions{})
 	if err != nil {
