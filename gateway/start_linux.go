@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edgemux/edgemux/registry/offheap"
 	"github.com/edgemux/edgemux/route"
 )
 
@@ -110,7 +111,7 @@ func (g *Gateway) bind(addr netip.AddrPort) error {
 		if inline {
 			for _, p := range g.pools {
 				w := newWorker(g, p, -1, -1, 0)
-				w.rbuf = make([]byte, readBufSize)
+				w.rbuf = offheap.Bytes(w, readBufSize)
 				w.wake = l.wakeInline
 				l.inline = append(l.inline, w)
 			}

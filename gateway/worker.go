@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/registry/offheap"
 	"github.com/edgemux/edgemux/route"
 	"github.com/edgemux/edgemux/sniff"
 )
@@ -107,7 +108,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 }
 
 func (w *worker) start() {
-	w.rbuf = make([]byte, readBufSize)
+	w.rbuf = offheap.Bytes(w, readBufSize) // pointer-free and as long-lived as w
 	w.g.wg.Add(1)
 	go func() {
 		defer w.g.wg.Done()

@@ -22,6 +22,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/edgemux/edgemux/registry/offheap"
 )
 
 // SlotSize is the size and alignment of a slot: one cache line.
@@ -161,12 +163,15 @@ func New(size int) *Registry {
 	if size < 1 {
 		size = 1
 	}
-	// Over-allocate raw bytes and start at the first 64-byte boundary; a
-	// Slot holds no pointers, so the GC is happy with this view of them.
-	buf := make([]byte, size*SlotSize+SlotSize)
+	// A Slot holds no pointers, so the table can live outside the Go heap
+	// (offheap: the collector's goal does not grow with it) and be seen
+	// as slots through unsafe. Over-allocate and start at the first 64-byte
+	// boundary, in case the block came from the heap.
+	r := &Registry{}
+	buf := offheap.Bytes(r, size*SlotSize+SlotSize)
 	off := int(SlotSize-uintptr(unsafe.Pointer(&buf[0]))%SlotSize) % SlotSize
-	slots := unsafe.Slice((*Slot)(unsafe.Pointer(&buf[off])), size)
-	return &Registry{slots: slots}
+	r.slots = unsafe.Slice((*Slot)(unsafe.Pointer(&buf[off])), size)
+	return r
 }
 
 // Size is the number of slots.

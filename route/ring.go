@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/edgemux/edgemux/registry/offheap"
 )
 
 // Ring capacity limits. The upper limit keeps a misconfigured ring_size
@@ -61,7 +64,12 @@ func NewRing(capacity int) (*Ring, error) {
 	if capacity < MinRingCapacity || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("%w: got %d", ErrRingCapacity, capacity)
 	}
-	return &Ring{buf: make([]uint64, capacity), mask: uint64(capacity - 1)}, nil
+	// The buffer holds no pointers and lives as long as the ring: outside
+	// the Go heap (offheap), the collector's goal does not grow with it.
+	r := &Ring{mask: uint64(capacity - 1)}
+	b := offheap.Bytes(r, capacity*8)
+	r.buf = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), capacity)
+	return r, nil
 }
 
 // Push appends v and reports whether there was room. Producer only.

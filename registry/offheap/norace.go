@@ -1,0 +1,6 @@
+//go:build !race
+
+package offheap
+
+// raceEnabled: blocks are mapped outside the Go heap.
+const raceEnabled = false

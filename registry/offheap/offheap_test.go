@@ -1,0 +1,114 @@
+package offheap
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+type owner struct {
+	b []byte
+	_ [64]byte // big enough to be a heap object of its own, never a tiny one
+}
+
+func TestBytesAreZeroedAndWritable(t *testing.T) {
+	o := &owner{}
+	n := 3*os.Getpagesize() + 5
+	o.b = Bytes(o, n)
+	if len(o.b) != n {
+		t.Fatalf("len %d, want %d", len(o.b), n)
+	}
+	for i, v := range o.b {
+		if v != 0 {
+			t.Fatalf("byte %d is %d, want 0", i, v)
+		}
+	}
+	for i := range o.b {
+		o.b[i] = byte(i)
+	}
+	if o.b[n-1] != byte(n-1) {
+		t.Fatal("last byte did not keep what was written")
+	}
+	runtime.KeepAlive(o)
+}
+
+// TestBlockIsUnmappedWithItsOwner: once nothing reaches the owner, the
+// collector's cleanup gives the block back to the kernel.
+func TestBlockIsUnmappedWithItsOwner(t *testing.T) {
+	skipUnderRace(t)
+	start := func() uintptr {
+		o := &owner{}
+		o.b = Bytes(o, 1<<20)
+		if !mappedAt(uintptr(unsafe.Pointer(unsafe.SliceData(o.b)))) {
+			t.Fatal("the block is in no mapping")
+		}
+		return uintptr(unsafe.Pointer(unsafe.SliceData(o.b)))
+	}()
+	for range 500 {
+		runtime.GC()
+		if !mappedAt(start) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // the cleanup runs on a goroutine of its own
+	}
+	t.Fatalf("the block at %#x is still mapped after its owner became unreachable", start)
+}
+
+// TestBlockIsOutsideTheHeapGoal: a block does not count as live heap, so
+// the collector does not let garbage grow beside it; the same bytes from
+// make do.
+func TestBlockIsOutsideTheHeapGoal(t *testing.T) {
+	skipUnderRace(t)
+	const size = 16 << 20
+	before := liveHeap()
+	o := &owner{}
+	o.b = Bytes(o, size)
+	o.b[size-1] = 1
+	withBlock := liveHeap()
+	h := make([]byte, size)
+	withMake := liveHeap()
+	runtime.KeepAlive(o)
+	runtime.KeepAlive(h)
+	if grew := withBlock - before; grew > 1<<20 {
+		t.Errorf("a %d-byte block grew the live heap by %d bytes", size, grew)
+	}
+	if grew := withMake - withBlock; grew < size*9/10 {
+		t.Errorf("control: make of %d bytes grew the live heap by only %d; the measure is broken", size, grew)
+	}
+}
+
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under the race detector blocks come from the Go heap; make norace runs this")
+	}
+}
+
+// liveHeap collects and returns the bytes the collector marked live.
+func liveHeap() int64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// mappedAt reports whether addr lies in a mapping of /proc/self/maps. The
+// kernel may merge a block with a neighbouring mapping, so a block is found
+// by containment, not by its start.
+func mappedAt(addr uintptr) bool {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		panic(err)
+	}
+	for line := range strings.Lines(string(maps)) {
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil && lo <= addr && addr < hi {
+			return true
+		}
+	}
+	return false
+}
