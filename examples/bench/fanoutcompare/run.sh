@@ -83,6 +83,7 @@ limits:
   max_conns_per_ip: 4096
   max_sniffing: 4096
   max_sniffing_per_ip: 4096
+  memory_limit: $MEMORY_LIMIT
 private:
   hello_within: 60s
 udp:
