@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 type owner struct {
@@ -38,9 +40,26 @@ func TestBytesAreZeroedAndWritable(t *testing.T) {
 }
 
 // TestBlockIsUnmappedWithItsOwner: once nothing reaches the owner, the
-// collector's cleanup gives the block back to the kernel.
+// collector's cleanup gives the block back to the kernel, and munmap takes
+// it (it refuses an address that is not a mapping's).
 func TestBlockIsUnmappedWithItsOwner(t *testing.T) {
 	skipUnderRace(t)
+	type unmapped struct {
+		start uintptr
+		n     int
+		err   error
+	}
+	done := make(chan unmapped, 4096) // room for every block earlier tests dropped
+	watch := func(b []byte) {
+		err := unix.Munmap(b)
+		select {
+		case done <- unmapped{uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b), err}:
+		default: // the test has gone; the block is unmapped all the same
+		}
+	}
+	unmapWatch.Store(&watch)
+	defer unmapWatch.Store(nil)
+
 	start := func() uintptr {
 		o := &owner{}
 		o.b = Bytes(o, 1<<20)
@@ -51,12 +70,21 @@ func TestBlockIsUnmappedWithItsOwner(t *testing.T) {
 	}()
 	for range 500 {
 		runtime.GC()
-		if !mappedAt(start) {
-			return
+		select {
+		case u := <-done: // other tests' blocks go the same way
+			if u.err != nil {
+				t.Fatalf("munmap of %#x (%d bytes): %v", u.start, u.n, u.err)
+			}
+			if u.start == start {
+				if u.n != 1<<20 {
+					t.Fatalf("unmapped %d bytes at %#x, want 1 MiB", u.n, start)
+				}
+				return
+			}
+		case <-time.After(10 * time.Millisecond): // the cleanup runs on a goroutine of its own
 		}
-		time.Sleep(10 * time.Millisecond) // the cleanup runs on a goroutine of its own
 	}
-	t.Fatalf("the block at %#x is still mapped after its owner became unreachable", start)
+	t.Fatalf("the block at %#x was not unmapped after its owner became unreachable", start)
 }
 
 // TestBlockIsOutsideTheHeapGoal: a block does not count as live heap, so
