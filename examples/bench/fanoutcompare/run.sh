@@ -12,7 +12,9 @@
 # Environment: SERVERS ("edgemux mosquitto"), SUBS (1000), DURATION (10s),
 # SIZE (32), RATE (0 = as fast as the publisher's socket takes them),
 # MOSQUITTO (/usr/sbin/mosquitto; Debian's package), MEMORY_LIMIT (edgemux's
-# limits.memory_limit in bytes; 0, its default, is none).
+# limits.memory_limit in bytes; 0, its default, is none), WSS_WINDOW (3:
+# seconds of the fan-out in which the pages each server touches are
+# counted; keep it under DURATION minus a second).
 
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +26,7 @@ SIZE=${SIZE:-32}
 RATE=${RATE:-0}
 MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
 MEMORY_LIMIT=${MEMORY_LIMIT:-0}
+WSS_WINDOW=${WSS_WINDOW:-3}
 work=$(mktemp -d /tmp/fanoutcompare.XXXXXX)
 pids=()
 
@@ -61,6 +64,26 @@ sample_rss() {
 			END { if (r != "") print r, a, f }' "/proc/$1/status" >>"$2" 2>/dev/null || return 0
 		sleep 0.02
 	done
+}
+# working_set PID OUT FILE: once fanout (writing OUT) says its subscribers
+# are up, wait a second, clear the server's referenced bits
+# (/proc/PID/clear_refs), and WSS_WINDOW seconds later write to FILE
+# "anon file": the KiB of its pages, anonymous and file-backed, that it
+# touched in between (/proc/PID/smaps, Referenced). RSS counts every page
+# mapped, and the kernel maps a cached file's pages 64 KiB at a time
+# around each one touched (fault-around); this is what the server used.
+working_set() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q '^up ' "$2" 2>/dev/null && break
+		sleep 0.1
+	done
+	sleep 1
+	echo 1 >"/proc/$1/clear_refs" || return 0
+	sleep "$WSS_WINDOW"
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { file = ($5 != 0) }
+		$1 == "Referenced:" { if (file) f += $2; else a += $2 }
+		END { print a + 0, f + 0 }' "/proc/$1/smaps" >"$3" 2>/dev/null || true
 }
 # peak_split FILE: "anon file" of the largest VmRSS sample in FILE.
 peak_split() { sort -n -k1,1 "$1" | tail -1 | awk '{ print $2, $3 }'; }
@@ -125,6 +148,8 @@ for name in $SERVERS; do
 	cpu0=$(cpu_seconds "$pid")
 	w0=$(syscw "$pid")
 	log "$name (pid $pid, port $port): $SUBS subscribers, $DURATION of publishing"
+	working_set "$pid" "$work/$name.out" "$work/$name.wss" &
+	wss=$!
 	if ! "$work/fanout" -proto "$proto" -addr "127.0.0.1:$port" -subs "$SUBS" -duration "$DURATION" \
 		-size "$SIZE" -rate "$RATE" >"$work/$name.out" 2>&1; then
 		log "$name: fanout failed: $(tail -1 "$work/$name.out")"
@@ -132,8 +157,14 @@ for name in $SERVERS; do
 	result=$(grep '^result' "$work/$name.out" || true)
 	kill "$sampler" 2>/dev/null || true
 	wait "$sampler" 2>/dev/null || true
+	wait "$wss" 2>/dev/null || true
 	read -r peak_anon peak_file < <(peak_split "$work/$name.rss")
-	row[$name]="$result peak_rss_kib=$(status_kib "$pid" VmHWM) peak_anon_kib=$peak_anon peak_file_kib=$peak_file rss_kib=$(status_kib "$pid" VmRSS) base_rss_kib=$base base_anon_kib=$base_anon base_file_kib=$base_file cpu_s=$(echo "$(cpu_seconds "$pid") - $cpu0" | bc) write_calls=$(($(syscw "$pid") - w0))"
+	ws_anon=- ws_file=- ws_total=-
+	if [ -s "$work/$name.wss" ]; then
+		read -r ws_anon ws_file <"$work/$name.wss"
+		ws_total=$((ws_anon + ws_file))
+	fi
+	row[$name]="$result peak_rss_kib=$(status_kib "$pid" VmHWM) peak_anon_kib=$peak_anon peak_file_kib=$peak_file ws_anon_kib=$ws_anon ws_file_kib=$ws_file ws_kib=$ws_total rss_kib=$(status_kib "$pid" VmRSS) base_rss_kib=$base base_anon_kib=$base_anon base_file_kib=$base_file cpu_s=$(echo "$(cpu_seconds "$pid") - $cpu0" | bc) write_calls=$(($(syscw "$pid") - w0))"
 	echo "$name ${row[$name]}" >>"$work/results.txt"
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
@@ -143,7 +174,7 @@ field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 echo
 echo "Fan-out, 1 publisher to $SUBS subscribers, ${SIZE}-byte payloads, $DURATION; $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  %-28s' ""; for name in $SERVERS; do printf '%14s' "$name"; done; echo
-for k in peak_rss_kib peak_anon_kib peak_file_kib base_rss_kib base_anon_kib base_file_kib rss_kib deliv_per_s pub_per_s delivered delivered_after_drain offered cpu_s write_calls; do
+for k in peak_rss_kib peak_anon_kib peak_file_kib ws_kib ws_anon_kib ws_file_kib base_rss_kib base_anon_kib base_file_kib rss_kib deliv_per_s pub_per_s delivered delivered_after_drain offered cpu_s write_calls; do
 	printf '  %-28s' "$k"
 	for name in $SERVERS; do printf '%14s' "$(field "${row[$name]:-}" "$k")"; done
 	echo
@@ -155,6 +186,6 @@ ratio() {
 	[ -n "$a" ] && [ -n "$b" ] && [ "$b" != 0 ] && echo "scale=2; $a / $b" | bc || echo -
 }
 if [ -n "${row[edgemux]:-}" ] && [ -n "${row[mosquitto]:-}" ]; then
-	echo "  edgemux/mosquitto: peak RSS $(ratio peak_rss_kib)x (RssAnon $(ratio peak_anon_kib)x, RssFile $(ratio peak_file_kib)x), deliveries/s $(ratio deliv_per_s)x"
+	echo "  edgemux/mosquitto: peak RSS $(ratio peak_rss_kib)x (RssAnon $(ratio peak_anon_kib)x, RssFile $(ratio peak_file_kib)x), pages used in the fan-out $(ratio ws_kib)x, deliveries/s $(ratio deliv_per_s)x"
 fi
 echo "== raw results in $work/results.txt"
