@@ -26,7 +26,10 @@
 //
 // The uplink is an interface (Uplink) so each engine sits under the same
 // sink logic: MQTT 3.1.1 through eclipse/paho.mqtt.golang (mqtt.go) and
-// NATS, core or JetStream, through nats-io/nats.go (nats.go).
+// NATS, core or JetStream, through nats-io/nats.go (nats.go). An uplink
+// reconnects on its own, with a fresh client each time; the MQTT one
+// learns of a lost connection from paho's report or, should that report
+// never come, from paho's status within a second (linkCheck).
 //
 // With a store (route/spool) every message goes through the queue on disk
 // and is acked there only once the broker took it (store.go): at least

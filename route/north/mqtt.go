@@ -37,7 +37,16 @@ const (
 	maxBackoff     = 5 * time.Second
 	connectTimeout = 10 * time.Second
 	stateTimeout   = 5 * time.Second // the online/offline publish and the subscribe wait this long
+	// linkCheck is how often a connected uplink also asks paho whether
+	// its connection is still open. Paho reports a loss only once its
+	// own workers have stopped; a worker that never stopped would leave
+	// the uplink waiting on a dead connection, with no reconnect, for as
+	// long as the gateway runs.
+	linkCheck = time.Second
 )
+
+// errLinkClosed is the loss the uplink finds itself (linkCheck).
+var errLinkClosed = errors.New("north: the connection is closed and the client did not report it")
 
 // Commands are handled in the order they arrive (paho's OrderMatters):
 // a sequence of writes reaches the bus as it was sent; the handler does
@@ -86,6 +95,9 @@ func (u *mqttUplink) options(lost chan<- error) *mqtt.ClientOptions {
 		o.SetWill(u.o.WillTopic, u.o.WillPayload, u.o.WillQoS, u.o.WillRetain)
 	}
 	o.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+		if testIgnoreLostReports.Load() {
+			return
+		}
 		select {
 		case lost <- err:
 		default:
@@ -125,19 +137,42 @@ func (u *mqttUplink) run(onUp func(), onDown func(error)) {
 		u.up.Store(true)
 		u.log.Info("north: connected", "broker", u.o.URL, "client_id", u.o.ClientID)
 		onUp()
-		select {
-		case err := <-lost:
-			u.down(c)
-			u.log.Warn("north: connection lost", "broker", u.o.URL, "err", err)
-			onDown(err)
-		case <-u.stop:
+		err := u.watch(c, lost)
+		if err == nil { // Close
 			u.announce(c, u.o.WillPayload) // a clean disconnect sends no will: say it ourselves
 			u.down(c)
 			c.Disconnect(250)
 			return
 		}
+		u.down(c)
+		u.log.Warn("north: connection lost", "broker", u.o.URL, "err", err)
+		onDown(err)
 	}
 }
+
+// watch waits while c is connected, and returns why it no longer is:
+// paho's report of the loss, or errLinkClosed when paho's status says the
+// connection is not open though no report came (linkCheck); nil at Close.
+func (u *mqttUplink) watch(c mqtt.Client, lost <-chan error) error {
+	check := time.NewTicker(linkCheck)
+	defer check.Stop()
+	for {
+		select {
+		case err := <-lost:
+			return err
+		case <-check.C:
+			if !c.IsConnectionOpen() {
+				return errLinkClosed
+			}
+		case <-u.stop:
+			return nil
+		}
+	}
+}
+
+// testIgnoreLostReports keeps paho's connection-lost reports from the
+// uplinks while a test sets it: the loss is then theirs to find.
+var testIgnoreLostReports atomic.Bool
 
 // connect dials and announces the gateway online.
 func (u *mqttUplink) connect(c mqtt.Client) error {

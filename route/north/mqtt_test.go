@@ -209,6 +209,23 @@ func TestMQTTWill(t *testing.T) {
 	}
 }
 
+// TestMQTTLossUnreported: a connection that dies while paho does not
+// report it (paho reports a loss only once its own workers have stopped)
+// is found by the uplink's own check, and the sink reconnects and says
+// it is online again.
+func TestMQTTLossUnreported(t *testing.T) {
+	testIgnoreLostReports.Store(true)
+	t.Cleanup(func() { testIgnoreLostReports.Store(false) })
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
+	_, got, _ := startWillSink(t, br, g.url(), "unreported")
+	g.cut()
+	routetest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
+	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
+		t.Fatalf("state messages = %v", p)
+	}
+}
+
 // TestMQTTCloseSendsNoWill: a sink that closes says "offline" itself and
 // disconnects cleanly. Its DISCONNECT must reach the broker (the batched
 // connection flushes it on paho's close), or the broker publishes the
