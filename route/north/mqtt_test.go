@@ -200,12 +200,19 @@ func TestMQTTWill(t *testing.T) {
 		}
 	})
 	g.cut() // the gateway's TCP connection dies
+	wantOfflineThenOnline(t, got)
+	if m := got.snapshot()[0]; !m.Retained() {
+		t.Error("the online message was not retained")
+	}
+}
+
+// wantOfflineThenOnline waits for the state messages that follow a cut
+// link: the broker's will, then the sink's online after it reconnected.
+func wantOfflineThenOnline(t *testing.T, got *received) {
+	t.Helper()
 	routetest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
 	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
 		t.Fatalf("state messages = %v", p)
-	}
-	if m := got.snapshot()[0]; !m.Retained() {
-		t.Error("the online message was not retained")
 	}
 }
 
@@ -220,10 +227,7 @@ func TestMQTTLossUnreported(t *testing.T) {
 	g := newGate(t, br.Port)
 	_, got, _ := startWillSink(t, br, g.url(), "unreported")
 	g.cut()
-	routetest.Eventually(t, "offline, then online again", func() bool { return got.len() >= 3 })
-	if p := payloads(got.snapshot()[:3]); fmt.Sprint(p) != "[gw/gw1/state=online gw/gw1/state=offline gw/gw1/state=online]" {
-		t.Fatalf("state messages = %v", p)
-	}
+	wantOfflineThenOnline(t, got)
 }
 
 // TestMQTTCloseSendsNoWill: a sink that closes says "offline" itself and
