@@ -1,6 +1,7 @@
 package north
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +18,13 @@ import (
 func TestMQTTCommands(t *testing.T) {
 	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
+	subscribed := make(chan struct{})
 	s := startSink(t, config.NorthSink{Name: "cmd", Kind: "mqtt", URL: br.URL(),
 		Map:      []config.NorthMap{{From: "ctl/#", To: "state/{topic}", QoS: 1}},
 		Commands: []config.NorthCommand{{From: "edgemux/gw1/cmd/#", To: "{1}"}},
-		Allow:    []string{"ctl/#"}}, b, nil)
+		Allow:    []string{"ctl/#"}}, b, nil, watchSubscribe(subscribed))
 	waitUp(t, s)
+	waitSubscribed(t, subscribed)
 	sub, err := b.NewSubscriber(nil)
 	must(t, err)
 	must(t, sub.SubscribeLive("#"))
@@ -57,4 +60,41 @@ func TestMQTTCommands(t *testing.T) {
 	if m := echo.snapshot()[0]; m.Topic() != "state/ctl/fan" {
 		t.Fatalf("upstream got %s: a command echoed back", m.Topic())
 	}
+}
+
+// subscribedUplink closes done once its sink's commands are subscribed.
+// A sink reports its link up before it subscribes to its commands (onUp),
+// and a command published before the broker has that subscription is
+// delivered to nobody: a test that sends commands waits for this first.
+type subscribedUplink struct {
+	Uplink
+	once sync.Once
+	done chan struct{}
+}
+
+func (u *subscribedUplink) Subscribe(filters []string, handler func(topic string, payload []byte)) error {
+	err := u.Uplink.Subscribe(filters, handler)
+	if err == nil {
+		u.once.Do(func() { close(u.done) })
+	}
+	return err
+}
+
+// watchSubscribe is a sink tweak (startSink, natsSink): done is closed
+// once the sink's commands are subscribed.
+func watchSubscribe(done chan struct{}) func(*Sink) {
+	return func(s *Sink) { s.up = &subscribedUplink{Uplink: s.up, done: done} }
+}
+
+// waitSubscribed waits for watchSubscribe's done.
+func waitSubscribed(t *testing.T, done chan struct{}) {
+	t.Helper()
+	routetest.Eventually(t, "the commands subscribed", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
 }
