@@ -39,6 +39,7 @@ var (
 	descNorthBytes    = prometheus.NewDesc("edgemux_north_queue_bytes", "Bytes of a north sink's store on disk (what its max_bytes caps).", []string{"sink"}, nil)
 	descNorthOldest   = prometheus.NewDesc("edgemux_north_queue_oldest_age_seconds", "Age of the oldest message in a north sink's store; 0 when empty.", []string{"sink"}, nil)
 	descNorthLinkUp   = prometheus.NewDesc("edgemux_north_link_up", "1 while a north sink is connected to its broker.", []string{"sink"}, nil)
+	descNorthCmdsUp   = prometheus.NewDesc("edgemux_north_commands_up", "1 while a north sink's commands are subscribed at its broker (0 for a sink without commands).", []string{"sink"}, nil)
 	descNorthSuppr    = prometheus.NewDesc("edgemux_north_suppressed_total", "Messages a north sink's on: change maps did not send (unchanged payload).", []string{"sink"}, nil)
 	descNorthEvicted  = prometheus.NewDesc("edgemux_north_change_evictions_total", "Topics evicted from a north sink's on: change table (change_table bounds it).", []string{"sink"}, nil)
 )
@@ -57,7 +58,7 @@ func (c northCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descNorthEvents {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{descNorthCommands, descNorthDepth, descNorthBytes, descNorthOldest, descNorthLinkUp, descNorthSuppr, descNorthEvicted} {
+	for _, d := range []*prometheus.Desc{descNorthCommands, descNorthDepth, descNorthBytes, descNorthOldest, descNorthLinkUp, descNorthCmdsUp, descNorthSuppr, descNorthEvicted} {
 		ch <- d
 	}
 }
@@ -82,10 +83,15 @@ func (c northCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descNorthDepth, float64(s.QueueRecords), s.Name)
 		gauge(descNorthBytes, float64(s.QueueBytes), s.Name)
 		gauge(descNorthOldest, s.OldestAge, s.Name)
-		up := 0.0
-		if s.LinkUp {
-			up = 1
-		}
-		gauge(descNorthLinkUp, up, s.Name)
+		gauge(descNorthLinkUp, oneIf(s.LinkUp), s.Name)
+		gauge(descNorthCmdsUp, oneIf(s.CommandsUp), s.Name)
 	}
+}
+
+// oneIf is a boolean as a gauge's value.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -44,8 +44,10 @@ north:
       allow: ["plant/sp", "hmi/#"]
 `, dev, br.URL()))
 	up := northtest.Connect(t, br.URL(), "cloud-sub", "up/#")
-	routetest.Eventually(t, "the sink connected", func() bool {
-		return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_link_up{sink="cloud"} 1`)
+	// Its commands subscribed, not only its link up: a command the broker
+	// gets before the subscription reaches nobody.
+	routetest.Eventually(t, "the sink's commands subscribed", func() bool {
+		return strings.Contains(httpGet(t, g, "/metrics"), `edgemux_north_commands_up{sink="cloud"} 1`)
 	})
 	ws := btWSDial(t, g)
 	btWSSub(t, ws, "hmi/#")

@@ -1,7 +1,6 @@
 package north
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +17,12 @@ import (
 func TestMQTTCommands(t *testing.T) {
 	br := northtest.StartMosquitto(t)
 	b := bus.New(bus.Options{})
-	subscribed := make(chan struct{})
 	s := startSink(t, config.NorthSink{Name: "cmd", Kind: "mqtt", URL: br.URL(),
 		Map:      []config.NorthMap{{From: "ctl/#", To: "state/{topic}", QoS: 1}},
 		Commands: []config.NorthCommand{{From: "edgemux/gw1/cmd/#", To: "{1}"}},
-		Allow:    []string{"ctl/#"}}, b, nil, watchSubscribe(subscribed))
+		Allow:    []string{"ctl/#"}}, b, nil)
 	waitUp(t, s)
-	waitSubscribed(t, subscribed)
+	waitCommandsUp(t, s)
 	sub, err := b.NewSubscriber(nil)
 	must(t, err)
 	must(t, sub.SubscribeLive("#"))
@@ -62,39 +60,34 @@ func TestMQTTCommands(t *testing.T) {
 	}
 }
 
-// subscribedUplink closes done once its sink's commands are subscribed.
-// A sink reports its link up before it subscribes to its commands (onUp),
-// and a command published before the broker has that subscription is
-// delivered to nobody: a test that sends commands waits for this first.
-type subscribedUplink struct {
-	Uplink
-	once sync.Once
-	done chan struct{}
-}
-
-func (u *subscribedUplink) Subscribe(filters []string, handler func(topic string, payload []byte)) error {
-	err := u.Uplink.Subscribe(filters, handler)
-	if err == nil {
-		u.once.Do(func() { close(u.done) })
+// TestMQTTCommandsUp: CommandsUp says whether a sink's commands are
+// subscribed: true once they are, false while the link is down, true
+// again after the reconnect; false for a sink without commands.
+func TestMQTTCommandsUp(t *testing.T) {
+	br := northtest.StartMosquitto(t)
+	g := newGate(t, br.Port)
+	b := bus.New(bus.Options{})
+	s := startSink(t, config.NorthSink{Name: "cmdup", Kind: "mqtt", URL: g.url(),
+		Commands: []config.NorthCommand{{From: "edgemux/gw1/cmd/#", To: "{1}"}}, Allow: []string{"ctl/#"}}, b, nil)
+	plain := startSink(t, config.NorthSink{Name: "plain", Kind: "mqtt", URL: br.URL(),
+		Map: []config.NorthMap{{From: "ctl/#", To: "state/{topic}"}}}, b, nil)
+	waitCommandsUp(t, s)
+	waitUp(t, plain)
+	if plain.Stats().CommandsUp {
+		t.Error("a sink without commands says its commands are up")
 	}
-	return err
+	g.hold(true)
+	g.cut()
+	routetest.Eventually(t, "the commands down with the link", func() bool { return !s.Stats().CommandsUp })
+	g.hold(false)
+	waitCommandsUp(t, s)
 }
 
-// watchSubscribe is a sink tweak (startSink, natsSink): done is closed
-// once the sink's commands are subscribed.
-func watchSubscribe(done chan struct{}) func(*Sink) {
-	return func(s *Sink) { s.up = &subscribedUplink{Uplink: s.up, done: done} }
-}
-
-// waitSubscribed waits for watchSubscribe's done.
-func waitSubscribed(t *testing.T, done chan struct{}) {
+// waitCommandsUp waits until s's commands are subscribed at its broker.
+// A sink reports its link up before it subscribes to its commands, and a
+// command published before the broker has that subscription is delivered
+// to nobody: a test that sends commands waits for this first.
+func waitCommandsUp(t *testing.T, s *Sink) {
 	t.Helper()
-	routetest.Eventually(t, "the commands subscribed", func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	})
+	routetest.Eventually(t, "sink "+s.name+"'s commands subscribed", func() bool { return s.Stats().CommandsUp })
 }

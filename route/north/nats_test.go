@@ -128,11 +128,10 @@ func natsConnect(t *testing.T, url string) *nats.Conn {
 func TestNATSCore(t *testing.T) {
 	srv := startNATS(t)
 	b := bus.New(bus.Options{})
-	subscribed := make(chan struct{})
 	s := natsSink(t, config.NorthSink{Name: "n", URL: srv.url(), Payload: "envelope",
 		Map:      []config.NorthMap{{From: "plant/#", To: "site/{gateway}/{topic}", QoS: 1}},
-		Commands: []config.NorthCommand{{From: "down/#", To: "{1}"}}, Allow: []string{"ctl/#"}}, b, false, watchSubscribe(subscribed))
-	waitSubscribed(t, subscribed)
+		Commands: []config.NorthCommand{{From: "down/#", To: "{1}"}}, Allow: []string{"ctl/#"}}, b, false)
+	waitCommandsUp(t, s)
 	nc := natsConnect(t, srv.url())
 	got := &natsCollect{}
 	if _, err := nc.Subscribe("site.>", func(m *nats.Msg) { got.mu.Lock(); got.msgs = append(got.msgs, m); got.mu.Unlock() }); err != nil {

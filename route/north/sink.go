@@ -42,6 +42,7 @@ type Sink struct {
 	linkDown chan struct{} // closed when the link goes down; a new one on each up
 	linkUp   chan struct{} // signalled on each up
 	upSince  atomic.Int64  // unix ns of the last connect: store records older than this are backlog
+	cmdsUp   atomic.Bool   // the commands' subscription is in place on this connection
 
 	// live holds the store records the forward goroutine published as
 	// they came (the link up): the drain goroutine takes their outcome
@@ -157,6 +158,8 @@ func (s *Sink) onUp() {
 		}
 		if err := s.up.Subscribe(filters, s.command); err != nil {
 			s.log.Warn("north: subscribing to commands failed", "err", err)
+		} else {
+			s.cmdsUp.Store(true)
 		}
 	}
 	select {
@@ -166,6 +169,7 @@ func (s *Sink) onUp() {
 }
 
 func (s *Sink) onDown(error) {
+	s.cmdsUp.Store(false)
 	s.linkMu.Lock()
 	select {
 	case <-s.linkDown:

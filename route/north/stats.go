@@ -18,6 +18,12 @@ type Stats struct {
 	CommandsWritten uint64 `json:"commands_written"`
 	CommandsRefused uint64 `json:"commands_refused"`
 	CommandsFailed  uint64 `json:"commands_failed"`
+	// CommandsUp: the sink's commands are subscribed at its broker. A
+	// sink reports its link up before it subscribes, and a command the
+	// broker gets before the subscription reaches nobody; a subscription
+	// the broker refuses (an ACL, say) leaves this false while the link
+	// is up. Always false for a sink without commands.
+	CommandsUp bool `json:"commands_up"`
 
 	Store        bool    `json:"store"`
 	QueueRecords int64   `json:"queue_records"`
@@ -34,6 +40,9 @@ func (s *Sink) Stats() Stats {
 		Suppressed: s.c.suppressed.Load(), Evicted: s.change.evicted.Load(),
 		CommandsWritten: s.c.cmdWritten.Load(), CommandsRefused: s.c.cmdRefused.Load(), CommandsFailed: s.c.cmdFailed.Load(),
 	}
+	// A late onUp (NATS runs it on a goroutine of its own) must not show
+	// commands up on a link that is down again.
+	st.CommandsUp = st.LinkUp && s.cmdsUp.Load()
 	if s.store != nil {
 		q := s.store.Stats()
 		st.Store, st.QueueRecords, st.QueueBytes = true, q.Records, q.Bytes
