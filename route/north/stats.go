@@ -21,8 +21,8 @@ type Stats struct {
 	// CommandsUp: the sink's commands are subscribed at its broker. A
 	// sink reports its link up before it subscribes, and a command the
 	// broker gets before the subscription reaches nobody; a subscription
-	// the broker refuses (an ACL, say) leaves this false while the link
-	// is up. Always false for a sink without commands.
+	// that fails (an error, no SUBACK in time) leaves this false while
+	// the link is up. Always false for a sink without commands.
 	CommandsUp bool `json:"commands_up"`
 
 	Store        bool    `json:"store"`
