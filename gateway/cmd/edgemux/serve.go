@@ -69,6 +69,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 		select {
 		case <-ready:
 			s.started()
+			s.releaseStartupPages()
 			ready = nil
 		case err := <-done:
 			if err != nil {
@@ -103,6 +104,17 @@ func (s *server) started() {
 	s.log.Info("edgemux started", "version", readBuildInfo().version, "config", cfgFrom,
 		"listen", s.g.Addr().String(), "routes", routeList(s.cur.Routes),
 		"dashboard", dashboard, "metrics", metrics)
+}
+
+// releaseStartupPages unmaps the executable pages start-up left mapped
+// (pages.go). Failing costs only memory, so it is a warning.
+func (s *server) releaseStartupPages() {
+	n, err := releaseStartupPages()
+	if err != nil {
+		s.log.Warn("start-up pages not released", "err", err.Error())
+		return
+	}
+	s.log.Debug("start-up pages released", "bytes", n)
 }
 
 // urlHost is the address a browser on another machine can use: the
