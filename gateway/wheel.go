@@ -15,9 +15,15 @@ package gateway
 // copies itself into a larger array (doubling left as much garbage as it
 // kept and up to half its array empty, for 19,000 connections accepted
 // within a few ticks), and a walked bucket's chunks serve the next adds.
+//
+// The bucket array is made at the first add: every worker has a wheel,
+// and a worker of a pool that sees no connection (most of them, at a
+// site that speaks one or two protocols) would otherwise hold 32 KiB of
+// nil pointers that the collector scans and counts as live, letting the
+// heap grow twice that before it collects.
 type wheel struct {
-	buckets []*chunk
-	free    *chunk // walked chunks, for reuse; at most maxFreeChunks
+	buckets []*chunk // nil until the first add
+	free    *chunk   // walked chunks, for reuse; at most maxFreeChunks
 	nfree   int
 	mask    uint64
 	now     uint64 // last tick advanced to
@@ -59,11 +65,14 @@ func newWheel(buckets int, start uint64) *wheel {
 	for n < buckets {
 		n <<= 1
 	}
-	return &wheel{buckets: make([]*chunk, n), mask: uint64(n - 1), now: start}
+	return &wheel{mask: uint64(n - 1), now: start}
 }
 
 // add schedules id to fire at tick due (at the next advance if due is past).
 func (w *wheel) add(id uint64, due uint64, kind uint8) {
+	if w.buckets == nil {
+		w.buckets = make([]*chunk, w.mask+1)
+	}
 	if due <= w.now {
 		due = w.now + 1
 	}
@@ -107,6 +116,9 @@ func (w *wheel) release(c *chunk) {
 // the bucket being walked is out of the wheel, so an entry due in it is
 // not found and fires, to be ignored by its owner.
 func (w *wheel) remove(id uint64, due uint64, kind uint8) bool {
+	if w.buckets == nil {
+		return false
+	}
 	b := &w.buckets[due&w.mask]
 	for c := *b; c != nil; c = c.next {
 		for i := c.n - 1; i >= 0; i-- {
@@ -129,7 +141,8 @@ func (w *wheel) remove(id uint64, due uint64, kind uint8) bool {
 // advance moves the wheel to tick now and calls fire for every entry that
 // is due. fire may add and remove entries.
 func (w *wheel) advance(now uint64, fire func(timer)) {
-	// Never walk more than one full turn: every bucket is visited once.
+	// Never walk more than one full turn: every bucket is visited once
+	// (none before the first add).
 	from := w.now + 1
 	if now >= from+uint64(len(w.buckets)) {
 		from = now - uint64(len(w.buckets)) + 1

@@ -158,3 +158,25 @@ func TestWheelReusesBuckets(t *testing.T) {
 		t.Fatalf("len = %d, want %d", w.len(), 3*500)
 	}
 }
+
+// TestWheelUnusedHoldsNoBuckets: a wheel nothing was added to holds no
+// bucket array through advances and removes, and works as any other from
+// its first add, at the tick it was advanced to.
+func TestWheelUnusedHoldsNoBuckets(t *testing.T) {
+	w := newWheel(idleWheelBuckets, 5)
+	w.advance(9000, func(e timer) { t.Fatalf("an empty wheel fired %+v", e) })
+	if w.remove(1, 9001, timerIdle) {
+		t.Fatal("removed an entry from an empty wheel")
+	}
+	if w.buckets != nil {
+		t.Fatalf("an unused wheel holds %d buckets", len(w.buckets))
+	}
+	w.add(7, 9002, timerIdle)
+	w.add(8, 100, timerIdle) // past: due at the next tick
+	var fired []uint64
+	w.advance(9001, func(e timer) { fired = append(fired, e.id) })
+	w.advance(9002, func(e timer) { fired = append(fired, e.id) })
+	if len(fired) != 2 || fired[0] != 8 || fired[1] != 7 {
+		t.Fatalf("fired %v, want [8 7]", fired)
+	}
+}
