@@ -80,6 +80,7 @@ func serve(file string, drain time.Duration, stderr io.Writer) int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				s.reload()
+				s.releaseStartupPages()
 				continue
 			}
 			s.log.Info("shutting down", "signal", sig.String())
@@ -106,8 +107,8 @@ func (s *server) started() {
 		"dashboard", dashboard, "metrics", metrics)
 }
 
-// releaseStartupPages unmaps the executable pages start-up left mapped
-// (pages.go). Failing costs only memory, so it is a warning.
+// releaseStartupPages unmaps the executable pages start-up or a reload
+// left mapped (pages.go). Failing costs only memory, so it is a warning.
 func (s *server) releaseStartupPages() {
 	n, err := releaseStartupPages()
 	if err != nil {
