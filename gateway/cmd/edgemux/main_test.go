@@ -144,7 +144,8 @@ func TestSignals(t *testing.T) {
 	}
 }
 
-func waitLog(t *testing.T, logs <-chan string, want string) {
+// waitLog returns the first line from logs that contains want.
+func waitLog(t *testing.T, logs <-chan string, want string) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -154,7 +155,7 @@ func waitLog(t *testing.T, logs <-chan string, want string) {
 				t.Fatalf("log ended before %q", want)
 			}
 			if strings.Contains(l, want) {
-				return
+				return l
 			}
 		case <-timeout:
 			t.Fatalf("no %q in the log", want)

@@ -22,8 +22,12 @@ import (
 // Unmapping them (madvise MADV_DONTNEED) leaves them in the page cache:
 // the next touch maps a page back with a minor fault, and the pages
 // nothing touches again are left for the kernel to reclaim like any
-// unmapped cache. Only mappings that cannot be written are released:
-// MADV_DONTNEED on a written private page would throw the writes away.
+// unmapped cache. A private page that was ever written is no longer the
+// file's, and MADV_DONTNEED would throw the writes away: so mappings that
+// can be written are left alone, and so are read-only ones that hold
+// written pages (in a PIE build the loader relocates the pointers in
+// .data.rel.ro and then makes it read-only; released, they would be the
+// file's unrelocated ones again, and the first interface call crashes).
 // It returns the bytes of the ranges released.
 func releaseStartupPages() (int, error) {
 	spans, err := readOnlyExecutableSpans()
@@ -44,10 +48,11 @@ func releaseStartupPages() (int, error) {
 type span struct{ lo, hi uintptr }
 
 // readOnlyExecutableSpans lists the mappings of the running executable's
-// file that are not writable. A mapping is the executable's if its device
-// and inode are (so a binary replaced on disk since still matches), or
-// its path is: on overlayfs, as in most containers, the maps show the
-// underlying file's device and inode, not the ones stat sees.
+// file that cannot be written and hold no written (anonymous) page. A
+// mapping is the executable's if its device and inode are (so a binary
+// replaced on disk since still matches), or its path is: on overlayfs, as
+// in most containers, the maps show the underlying file's device and
+// inode, not the ones stat sees.
 func readOnlyExecutableSpans() ([]span, error) {
 	var exe unix.Stat_t
 	if err := unix.Stat("/proc/self/exe", &exe); err != nil {
@@ -56,29 +61,45 @@ func readOnlyExecutableSpans() ([]span, error) {
 	dev := fmt.Sprintf("%02x:%02x", unix.Major(exe.Dev), unix.Minor(exe.Dev))
 	ino := strconv.FormatUint(exe.Ino, 10)
 	path, _ := os.Readlink("/proc/self/exe")
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var spans []span
+	var (
+		spans     []span
+		cur       span
+		candidate bool // cur is a read-only mapping of the executable
+	)
 	lines := bufio.NewScanner(f)
 	for lines.Scan() {
-		// address perms offset dev inode [path]
 		field := strings.Fields(lines.Text())
-		if len(field) < 6 || strings.ContainsRune(field[1], 'w') {
-			continue // short: anonymous
-		}
-		if (field[3] != dev || field[4] != ino) && strings.Join(field[5:], " ") != path {
+		if len(field) == 0 {
 			continue
 		}
-		lo, hi, _ := strings.Cut(field[0], "-")
-		l, err1 := strconv.ParseUint(lo, 16, 64)
-		h, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("/proc/self/maps: bad range %q", field[0])
+		if lo, hi, ok := strings.Cut(field[0], "-"); ok && len(field) >= 5 {
+			// A mapping's header: address perms offset dev inode [path].
+			// Its fields follow, Anonymous among them; the span is kept
+			// when the header of the next mapping (or the end) comes.
+			if candidate {
+				spans = append(spans, cur)
+			}
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("/proc/self/smaps: bad range %q", field[0])
+			}
+			cur = span{uintptr(l), uintptr(h)}
+			candidate = len(field) >= 6 && !strings.ContainsRune(field[1], 'w') &&
+				((field[3] == dev && field[4] == ino) || strings.Join(field[5:], " ") == path)
+			continue
 		}
-		spans = append(spans, span{uintptr(l), uintptr(h)})
+		if candidate && field[0] == "Anonymous:" && (len(field) < 2 || field[1] != "0") {
+			candidate = false // written pages: not the file's any more
+		}
+	}
+	if candidate {
+		spans = append(spans, cur)
 	}
 	return spans, lines.Err()
 }

@@ -2,10 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/edgemux/edgemux/protocols/private"
 )
 
 // written lives in the executable's writable data (initialised, so not
@@ -67,4 +75,56 @@ func mappedReadOnlyKiB(t *testing.T) int {
 		}
 	}
 	return kib
+}
+
+// TestReleaseStartupPagesPIE: in a position-independent build, whose
+// loader writes relocated pointers into a mapping and then makes it
+// read-only, the gateway releases its pages and keeps serving through a
+// reload and a drain (released, those pointers would be the file's
+// unrelocated ones, and the gateway would crash at its first interface
+// call).
+func TestReleaseStartupPagesPIE(t *testing.T) {
+	bin := buildBinary(t, "-buildmode=pie")
+	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
+	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlog: {level: debug}\n"), 0o644)
+	cmd := exec.Command(bin, "run", "-c", cfgFile)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	logs := make(chan string, 100)
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			logs <- lines.Text()
+		}
+		close(logs)
+	}()
+	addr := regexp.MustCompile(`listen=(127\.0\.0\.1:\d+)`).FindStringSubmatch(waitLog(t, logs, `msg="edgemux started"`))[1]
+	released := regexp.MustCompile(`bytes=(\d+)`).FindStringSubmatch(waitLog(t, logs, `msg="start-up pages released"`))
+	if n, _ := strconv.Atoi(released[1]); n == 0 {
+		t.Fatal("released nothing")
+	}
+	ping := func(when string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dev, err := private.Dial(ctx, addr, "pie-"+when, private.ClientOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		defer dev.Close()
+		if err := dev.Ping(ctx); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	ping("after start")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, logs, `msg="reload ok"`)
+	waitLog(t, logs, `msg="start-up pages released"`)
+	ping("after reload")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
 }
