@@ -121,14 +121,16 @@ north:
 }
 
 // TestBrowserDashboardNorth: the dashboard shows a row per north sink,
-// its link state and its counters, from /api/stats' north list.
+// its link state, its counters and whether its commands are subscribed,
+// from /api/stats' north list.
 func TestBrowserDashboardNorth(t *testing.T) {
 	br := northtest.StartMosquitto(t)
 	g := mbYAMLGateway(t, `
 north:
   sinks:
-    - {name: cloud, kind: mqtt, url: "`+br.URL()+`", map: [{from: "a/#", to: "b/{1}"}]}
-    - {name: "away", kind: mqtt, url: "tcp://127.0.0.1:1", map: [{from: "a/#"}]}
+    - {name: cloud, kind: mqtt, url: "`+br.URL()+`", map: [{from: "a/#", to: "b/{1}"}], commands: [{from: "down/#", to: "{1}"}], allow: ["x/#"]}
+    - {name: "away", kind: mqtt, url: "tcp://127.0.0.1:1", map: [{from: "a/#"}], commands: [{from: "down/#", to: "{1}"}], allow: ["x/#"]}
+    - {name: "quiet", kind: mqtt, url: "tcp://127.0.0.1:1", map: [{from: "a/#"}]}
 `)
 	up := northtest.Connect(t, br.URL(), "dash-sub", "b/#")
 	routetest.Eventually(t, "the sink connected", func() bool { return g.north.Stats()[0].LinkUp })
@@ -137,12 +139,18 @@ north:
 	}
 	routetest.Eventually(t, "the message up", func() bool { return len(up.Messages()) == 1 })
 	page := openDashboard(t, g.Addr().String())
-	page.waitTrue("the cloud row up with 1 published", `(() => {
+	page.waitTrue("the cloud row up with 1 published, its commands subscribed", `(() => {
 		const r = document.querySelector('#north-rows tr[data-sink="cloud"]');
-		return !!r && r.cells[1].innerText === "up" && r.cells[2].innerText === "1";
+		return !!r && r.cells[1].innerText === "up" && r.cells[2].innerText === "1" &&
+			r.cells[10].innerText.startsWith("subscribed · written 0");
 	})()`)
-	page.waitTrue("the away row down", `(() => {
+	page.waitTrue("the away row down, its commands not subscribed", `(() => {
 		const r = document.querySelector('#north-rows tr[data-sink="away"]');
-		return !!r && r.cells[1].innerText === "down" && r.cells[8].innerText === "no store";
+		return !!r && r.cells[1].innerText === "down" && r.cells[8].innerText === "no store" &&
+			r.cells[10].innerText.startsWith("not subscribed · written 0");
+	})()`)
+	page.waitTrue("the quiet row without commands", `(() => {
+		const r = document.querySelector('#north-rows tr[data-sink="quiet"]');
+		return !!r && r.cells[10].innerText === "none";
 	})()`)
 }

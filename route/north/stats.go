@@ -15,6 +15,7 @@ type Stats struct {
 	Suppressed uint64 `json:"suppressed"` // on: change maps' repeats not sent
 	Evicted    uint64 `json:"evicted"`    // topics evicted from the on: change table
 
+	Commands        int    `json:"commands"` // command mappings configured (north.sinks[].commands)
 	CommandsWritten uint64 `json:"commands_written"`
 	CommandsRefused uint64 `json:"commands_refused"`
 	CommandsFailed  uint64 `json:"commands_failed"`
@@ -38,7 +39,7 @@ func (s *Sink) Stats() Stats {
 		Published: s.c.published.Load(), Failed: s.c.failed.Load(), Spooled: s.c.spooled.Load(),
 		Drained: s.c.drained.Load(), Dropped: s.c.dropped.Load(), Refused: s.c.refused.Load(),
 		Suppressed: s.c.suppressed.Load(), Evicted: s.change.evicted.Load(),
-		CommandsWritten: s.c.cmdWritten.Load(), CommandsRefused: s.c.cmdRefused.Load(), CommandsFailed: s.c.cmdFailed.Load(),
+		Commands: len(s.cmds), CommandsWritten: s.c.cmdWritten.Load(), CommandsRefused: s.c.cmdRefused.Load(), CommandsFailed: s.c.cmdFailed.Load(),
 	}
 	// A late onUp (NATS runs it on a goroutine of its own) must not show
 	// commands up on a link that is down again.
