@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/edgemux/edgemux/registry/offheap"
 	"github.com/edgemux/edgemux/route"
 )
 
@@ -111,7 +110,6 @@ func (g *Gateway) bind(addr netip.AddrPort) error {
 		if inline {
 			for _, p := range g.pools {
 				w := newWorker(g, p, -1, -1, 0)
-				w.rbuf = offheap.Bytes(w, readBufSize)
 				w.wake = l.wakeInline
 				l.inline = append(l.inline, w)
 			}

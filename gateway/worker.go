@@ -94,6 +94,7 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 		wheel: newWheel(idleWheelBuckets, 0),
 		done:  make(chan struct{}),
 	}
+	w.rbuf = offheap.Bytes(w, readBufSize) // pointer-free and as long-lived as w
 	w.readyFn = w.ready
 	w.queuedFn = w.queued
 	w.st = newStageClock(g)
@@ -108,7 +109,6 @@ func newWorker(g *Gateway, p *pool, idx, local, loops int) *worker {
 }
 
 func (w *worker) start() {
-	w.rbuf = offheap.Bytes(w, readBufSize) // pointer-free and as long-lived as w
 	w.g.wg.Add(1)
 	go func() {
 		defer w.g.wg.Done()
