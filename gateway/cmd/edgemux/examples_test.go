@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -157,22 +156,6 @@ func runBinary(t *testing.T, cfgFile string) <-chan string {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "run", "-c", cfgFile)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	logs := make(chan string, 1000)
-	go func() {
-		lines := bufio.NewScanner(stderr)
-		for lines.Scan() {
-			select {
-			case logs <- lines.Text():
-			default: // nobody reads this far: drop, never block the process
-			}
-		}
-		close(logs)
-	}()
+	_, logs := spawn(t, bin, "run", "-c", cfgFile)
 	return logs
 }

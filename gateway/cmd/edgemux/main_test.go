@@ -58,30 +58,8 @@ func TestSignals(t *testing.T) {
 	bin := buildBinary(t)
 	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\n"), 0o644)
-	cmd := exec.Command(bin, "run", "-c", cfgFile)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	lines := bufio.NewScanner(stderr)
-	addrRE := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
-	var addr string
-	for addr == "" && lines.Scan() {
-		if m := addrRE.FindStringSubmatch(lines.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		t.Fatal("no listening line")
-	}
-	logs := make(chan string, 100)
-	go func() {
-		for lines.Scan() {
-			logs <- lines.Text()
-		}
-		close(logs)
-	}()
+	cmd, logs := spawn(t, bin, "run", "-c", cfgFile)
+	addr := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(waitLog(t, logs, "addr=127.0.0.1:"))[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dev, err := private.Dial(ctx, addr, "sig-test", private.ClientOptions{})
@@ -142,6 +120,32 @@ func TestSignals(t *testing.T) {
 		c.Close()
 		t.Fatal("still accepting after exit")
 	}
+}
+
+// spawn runs bin with args until the test ends (then kills it), and
+// returns it and its stderr a line at a time; the channel closes when the
+// process ends. Lines nobody reads past the first 1,000 are dropped: a
+// log nobody reads must never block the process.
+func spawn(t *testing.T, bin string, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	logs := make(chan string, 1000)
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			select {
+			case logs <- lines.Text():
+			default:
+			}
+		}
+		close(logs)
+	}()
+	return cmd, logs
 }
 
 // waitLog returns the first line from logs that contains want.

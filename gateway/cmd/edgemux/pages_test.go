@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -87,20 +86,7 @@ func TestReleaseStartupPagesPIE(t *testing.T) {
 	bin := buildBinary(t, "-buildmode=pie")
 	cfgFile := filepath.Join(t.TempDir(), "edgemux.yaml")
 	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nloops: 1\nlog: {level: debug}\n"), 0o644)
-	cmd := exec.Command(bin, "run", "-c", cfgFile)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	logs := make(chan string, 100)
-	go func() {
-		lines := bufio.NewScanner(stderr)
-		for lines.Scan() {
-			logs <- lines.Text()
-		}
-		close(logs)
-	}()
+	cmd, logs := spawn(t, bin, "run", "-c", cfgFile)
 	addr := regexp.MustCompile(`listen=(127\.0\.0\.1:\d+)`).FindStringSubmatch(waitLog(t, logs, `msg="edgemux started"`))[1]
 	released := regexp.MustCompile(`bytes=(\d+)`).FindStringSubmatch(waitLog(t, logs, `msg="start-up pages released"`))
 	if n, _ := strconv.Atoi(released[1]); n == 0 {
