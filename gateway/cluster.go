@@ -106,11 +106,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descClusterFwd, s.Forwarded)
 	counter(descClusterFwdBad, s.ForwardFail)
 	counter(descClusterServed, s.Served)
-	up := uint64(0)
-	if s.LinkUp {
-		up = 1
-	}
-	gauge(descClusterUp, up)
+	ch <- prometheus.MustNewConstMetric(descClusterUp, prometheus.GaugeValue, oneIf(s.LinkUp))
 	gauge(descClusterLoaded, s.Loaded)
 	gauge(descClusterNotLd, s.NotLoaded)
 }
