@@ -4,8 +4,8 @@
 # client loop (fanout, this module). For each server: start it as its own
 # process on a free loopback port with a config of this script's own, run
 # fanout against it, and read the server's peak RSS (VmHWM: in the fan-out,
-# and in its whole life), RSS and CPU
-# from /proc. Prints one table; raw lines stay in the work folder it names.
+# and in its whole life), RSS and CPU from /proc. Prints one table; raw
+# lines stay in the work folder it names.
 #
 #   examples/bench/fanoutcompare/run.sh                  # edgemux and mosquitto
 #   SERVERS=edgemux SUBS=200 DURATION=3s ./run.sh        # smaller
