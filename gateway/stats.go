@@ -12,8 +12,9 @@ import (
 )
 
 // StatsTopic is where the gateway publishes its own state on the bus, once
-// per second, for dashboards and any subscriber on any protocol. "$" topics
-// are not matched by a bare "#" (MQTT's rule), so they must be asked for.
+// per second while anyone subscribes, for dashboards and any subscriber on
+// any protocol. "$" topics are not matched by a bare "#" (MQTT's rule), so
+// they must be asked for.
 const StatsTopic = "$SYS/edgemux/stats"
 
 // Stats is the gateway's state at one moment, as JSON.
@@ -162,8 +163,7 @@ func counterMap(cs []protocols.Counter) map[string]uint64 {
 	return m
 }
 
-// publishStats puts a snapshot on the bus every interval until the gateway
-// stops.
+// publishStats runs statsTick every interval until the gateway stops.
 func (g *Gateway) publishStats(interval time.Duration) {
 	defer g.wg.Done()
 	t := time.NewTicker(interval)
@@ -173,10 +173,31 @@ func (g *Gateway) publishStats(interval time.Duration) {
 		case <-g.stopped:
 			return
 		case <-t.C:
-			if b, err := json.Marshal(g.Snapshot()); err == nil {
-				g.bus.Publish(StatsTopic, b, "edgemux")
-			}
+			g.statsTick()
 		}
+	}
+}
+
+// statsTick puts a snapshot on the bus if anyone subscribes to StatsTopic
+// (a dashboard, a north sink or a cluster mirror of "$SYS/..."), and
+// otherwise removes the last one from the cache.
+//
+// Why only for a subscriber: a snapshot reads every handler's counters
+// and encodes them by reflection, which maps back about 1.2 MiB of the
+// executable's pages each second (its code and type data; they were
+// unmapped once the gateway listened, see cmd/edgemux): on a box nobody
+// watches, that is most of its RSS beyond what its connections use
+// (docs/BENCHMARKS.md, "The stats snapshot"). Why forget the last one: a
+// snapshot nobody refreshes would later be replayed as current to a new
+// subscriber; it gets a fresh one within an interval instead, and
+// GET /api/stats answers at any time.
+func (g *Gateway) statsTick() {
+	if !g.bus.Subscribed(StatsTopic) {
+		g.bus.Forget(StatsTopic)
+		return
+	}
+	if b, err := json.Marshal(g.Snapshot()); err == nil {
+		g.bus.Publish(StatsTopic, b, "edgemux")
 	}
 }
 

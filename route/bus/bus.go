@@ -488,6 +488,23 @@ func (b *Bus) Stats() Stats {
 	}
 }
 
+// Subscribed reports whether a subscriber's filter matches topic at this
+// moment, for a publisher whose messages cost something to make and are
+// worth it only to whoever listens (the gateway's stats snapshot). The
+// answer may be stale as soon as it is given: a Subscribe just after it
+// sees the next publish, or the cached value.
+func (b *Bus) Subscribed(topic string) bool {
+	rl := b.trie.reader(b.hash(topic))
+	rl.RLock()
+	c := collectorPool.Get().(*collector)
+	b.root.collect(topic, c)
+	n := c.len()
+	rl.RUnlock()
+	c.reset()
+	collectorPool.Put(c)
+	return n > 0
+}
+
 // collector gathers one publish's subscribers. Subscribers with a single
 // filter can be reached only once per topic (each trie node is reached by
 // one path), so only those with several filters need de-duplication.

@@ -508,6 +508,31 @@ func TestUnsubscribe(t *testing.T) {
 	}
 }
 
+func TestSubscribed(t *testing.T) {
+	b := newTestBus(t, Options{})
+	if b.Subscribed("$SYS/up") || b.Subscribed("a/b") {
+		t.Fatal("Subscribed with no subscriber")
+	}
+	all := mustSub(t, b, nil, "#")
+	if !b.Subscribed("a/b") || b.Subscribed("$SYS/up") {
+		t.Fatal(`"#" must match a/b and not $SYS/up (MQTT's rule for "$" topics)`)
+	}
+	sys := mustSub(t, b, nil, "$SYS/+")
+	if !b.Subscribed("$SYS/up") || b.Subscribed("$SYS/up/deeper") {
+		t.Fatal(`"$SYS/+" must match $SYS/up and nothing deeper`)
+	}
+	if err := sys.Unsubscribe("$SYS/+"); err != nil {
+		t.Fatal(err)
+	}
+	if b.Subscribed("$SYS/up") {
+		t.Fatal("Subscribed after the only matching filter went away")
+	}
+	all.Close()
+	if b.Subscribed("a/b") {
+		t.Fatal("Subscribed after the subscriber closed")
+	}
+}
+
 func TestCloseIdempotent(t *testing.T) {
 	b := newTestBus(t, Options{})
 	s := mustSub(t, b, nil, "a")
