@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgemux/edgemux/protocols"
 	"github.com/edgemux/edgemux/registry"
+	"github.com/edgemux/edgemux/registry/offheap"
 	"github.com/edgemux/edgemux/route"
 	"github.com/edgemux/edgemux/sniff"
 )
@@ -106,7 +107,7 @@ func (l *loop) open(addr netip.AddrPort) (netip.AddrPort, error) {
 	l.spare, _ = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	l.wheel = newWheel(sniffWheelSlots, uint64(time.Since(l.g.start)/loopTick))
 	l.expireFn = l.expire
-	l.peek = make([]byte, peekCap+1)
+	l.peek = offheap.Bytes(l, peekCap+1) // pointer-free and as long-lived as l: 64 KiB the heap's goal need not double
 	l.events = make([]unix.EpollEvent, maxEvents)
 	if !l.g.cfg.PinCPUs {
 		if l.park, err = newEpollPark(l.epfd, l.events); err != nil {
