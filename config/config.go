@@ -46,6 +46,7 @@ type Limits struct {
 	OutputHighWater  int           `yaml:"output_high_water"`   // buffered output per connection (bytes)
 	EMFILEPause      time.Duration `yaml:"emfile_pause"`        // accept pause after fd exhaustion
 	MemoryLimit      int           `yaml:"memory_limit"`        // soft limit on the process's Go memory (bytes); 0 = none
+	GCPercent        int           `yaml:"gc_percent"`          // the collector's GOGC; 0 = GOGC from the environment, else DefaultGCPercent
 }
 
 // Sniff sets how long and how far the classifier may look.

@@ -25,6 +25,9 @@ const (
 	// as an int holds on a 32-bit box (2 GiB - 1, more than its address
 	// space leaves the Go heap anyway).
 	maxMemoryLimit = min(1<<40, math.MaxInt)
+	// minGCPercent is the smallest limits.gc_percent other than 0: below
+	// it the collector runs about as often as the heap grows by a tenth.
+	minGCPercent = 10
 )
 
 var intRules = [...]intRule{
@@ -36,6 +39,7 @@ var intRules = [...]intRule{
 	{"limits.max_input", 64, 64 * mib, func(c *Config) int { return c.Limits.MaxInput }},
 	{"limits.output_high_water", kib, 64 * mib, func(c *Config) int { return c.Limits.OutputHighWater }},
 	{"limits.memory_limit", 0, maxMemoryLimit, func(c *Config) int { return c.Limits.MemoryLimit }}, // 0, or at least minMemoryLimit (checkCrossFields)
+	{"limits.gc_percent", 0, 1000, func(c *Config) int { return c.Limits.GCPercent }},               // 0, or at least minGCPercent (checkCrossFields)
 	{"sniff.budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.Budget }},
 	{"sniff.tls_budget", 16, 64 * kib, func(c *Config) int { return c.Sniff.TLSBudget }},
 	{"dispatch.window", 16, mib, func(c *Config) int { return c.Dispatch.Window }},

@@ -211,6 +211,9 @@ func (v *validator) checkCrossFields() {
 		// Below this the collector would run without pause.
 		v.fail("limits.memory_limit", "must be 0 (none) or at least %d (32 MiB), not %d", minMemoryLimit, m)
 	}
+	if p := l.GCPercent; p != 0 && p < minGCPercent {
+		v.fail("limits.gc_percent", "must be 0 (GOGC, else %d) or at least %d, not %d", DefaultGCPercent, minGCPercent, p)
+	}
 	if p := s.Probe; p != "" {
 		if _, ok := v.c.Pools[p]; !ok {
 			v.fail("sniff.probe", "no pool %q in pools", p)

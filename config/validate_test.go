@@ -97,6 +97,8 @@ var validateCases = []struct {
 	{"modbus scale on a coil", "modbus:\n  tags:\n    - {topic: a, table: coil, address: 0, type: bool, scale: 2}\n", "modbus.tags[0].scale", 3, "register"},
 	{"memory_limit tiny", "limits:\n  memory_limit: 1048576\n", "limits.memory_limit", 2, "at least 33554432"},
 	{"memory_limit negative", "limits:\n  memory_limit: -1\n", "limits.memory_limit", 2, "between 0 and"},
+	{"gc_percent tiny", "limits:\n  gc_percent: 5\n", "limits.gc_percent", 2, "at least 10"},
+	{"gc_percent huge", "limits:\n  gc_percent: 5000\n", "limits.gc_percent", 2, "between 0 and 1000"},
 	{"budget small", "sniff:\n  budget: 8\n", "sniff.budget", 2, "between 16 and 65536"},
 	{"deadline short", "sniff:\n  deadline: 10ms\n", "sniff.deadline", 2, "between 100ms and 5m"},
 	{"deadline negative", "sniff:\n  deadline: -1s\n", "sniff.deadline", 2, "not -1s"},

@@ -19,6 +19,7 @@ import (
 
 	gws "github.com/gorilla/websocket"
 
+	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols/private"
 )
 
@@ -165,6 +166,29 @@ func waitLog(t *testing.T, logs <-chan string, want string) string {
 			t.Fatalf("no %q in the log", want)
 		}
 	}
+}
+
+// TestGCPercent: limits.gc_percent wins; 0 means the environment's GOGC,
+// or config.DefaultGCPercent without one.
+func TestGCPercent(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	log := slog.New(slog.DiscardHandler)
+	steps := func(gc gcPercent, want0 int) {
+		t.Helper()
+		for _, step := range []struct{ percent, want int }{{0, want0}, {200, 200}, {0, want0}, {30, 30}} {
+			gc.apply(step.percent, log)
+			if got := debug.SetGCPercent(-1); got != step.want {
+				t.Fatalf("gc_percent %d: GOGC %d, want %d", step.percent, got, step.want)
+			} else {
+				debug.SetGCPercent(got)
+			}
+		}
+	}
+	debug.SetGCPercent(100) // the runtime's own, no GOGC in the environment
+	steps(newGCPercent(""), config.DefaultGCPercent)
+	debug.SetGCPercent(80) // as GOGC=80 in the environment leaves it
+	steps(newGCPercent("80"), 80)
 }
 
 func TestMemoryLimit(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"runtime/debug"
 
 	"github.com/edgemux/edgemux/config"
@@ -11,9 +12,11 @@ import (
 
 // process holds the settings the binary owns rather than the gateway,
 // because they belong to the process (tests run many gateways in one):
-// the memory limit and the logger. Start and every SIGHUP apply them.
+// the memory limit, the collector's GOGC and the logger. Start and every
+// SIGHUP apply them.
 type process struct {
 	mem    memoryLimit
+	gc     gcPercent
 	level  slog.LevelVar
 	format string // log.format at start: the handler is built once
 }
@@ -21,7 +24,7 @@ type process struct {
 // newProcess builds the logger from c and remembers the memory limit the
 // process started with.
 func newProcess(c config.Log, w io.Writer) (*process, *slog.Logger) {
-	p := &process{mem: newMemoryLimit(), format: c.Format}
+	p := &process{mem: newMemoryLimit(), gc: newGCPercent(os.Getenv("GOGC")), format: c.Format}
 	p.level.Set(parseLevel(c.Level))
 	opts := &slog.HandlerOptions{Level: &p.level}
 	if c.Format == "json" {
@@ -30,10 +33,11 @@ func newProcess(c config.Log, w io.Writer) (*process, *slog.Logger) {
 	return p, slog.New(slog.NewTextHandler(w, opts))
 }
 
-// apply sets the memory limit and the log level from cfg. It returns the
-// keys that need a restart: log.format, as the handler is built once.
+// apply sets the memory limit, GOGC and the log level from cfg. It returns
+// the keys that need a restart: log.format, as the handler is built once.
 func (p *process) apply(cfg config.Config, log *slog.Logger) (needRestart []string) {
 	p.mem.apply(cfg.Limits.MemoryLimit, log)
+	p.gc.apply(cfg.Limits.GCPercent, log)
 	if lv := parseLevel(cfg.Log.Level); lv != p.level.Level() {
 		p.level.Set(lv)
 		log.Info("log level changed", "to", lv.String())
@@ -79,4 +83,36 @@ func (m memoryLimit) apply(bytes int, log *slog.Logger) {
 		return
 	}
 	log.Info("memory limit", "bytes", limit)
+}
+
+// gcPercent applies limits.gc_percent to the collector (its GOGC). A
+// value in the config wins; 0 leaves the GOGC the environment set, and
+// without one config.DefaultGCPercent applies (why 50: its doc).
+type gcPercent struct {
+	env     bool // GOGC was set in the environment
+	initial int  // what the runtime started with: the environment's GOGC, or 100
+	cur     int  // what the process runs with now
+}
+
+func newGCPercent(env string) gcPercent {
+	initial := debug.SetGCPercent(100) // reads the setting; restored at once
+	debug.SetGCPercent(initial)
+	return gcPercent{env: env != "", initial: initial, cur: initial}
+}
+
+// apply sets the configured percentage, logging a change.
+func (g *gcPercent) apply(percent int, log *slog.Logger) {
+	want := percent
+	if want == 0 {
+		want = config.DefaultGCPercent
+		if g.env {
+			want = g.initial
+		}
+	}
+	if want == g.cur {
+		return
+	}
+	debug.SetGCPercent(want)
+	g.cur = want
+	log.Info("gc percent", "percent", want)
 }
