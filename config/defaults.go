@@ -22,11 +22,13 @@ const MaxFileSize = 1 << 20
 // the environment sets no GOGC: the heap may grow by half of what survived
 // the last collection before the next one, not by all of it (Go's 100).
 // A gateway's live heap is small (about 1 MB idle, 2 MB during a fan-out
-// to 1,000 subscribers), so the goal is mostly the collector's slack: at
-// 50, the fan-out's peak RSS fell by about 1.6 MiB, to 1.44-1.50x
-// mosquitto's, for no measurable CPU (docs/BENCHMARKS.md, "GOGC 50"). Its
-// cost is a collection twice as often where the gateway allocates; the
-// request/response paths hardly do.
+// to 1,000 subscribers), so most of its heap's peak is the collector's
+// slack: at 50 that fan-out's peak RSS is 1.1-1.7 MiB lower (1.44x
+// mosquitto's), for CPU per delivery within the run-to-run noise. The
+// price: where the gateway allocates, collections come twice as often,
+// and at light load one may come that 100 would have put off (1,000 idle
+// echo connections held 291-401 B each instead of 106-344; at 19,000 the
+// two are level). docs/BENCHMARKS.md, "GOGC 50", has the runs.
 const DefaultGCPercent = 50
 
 // DefaultDialTimeout is what Normalize gives a forward route that has no
