@@ -91,17 +91,16 @@ func (m memoryLimit) apply(bytes int, log *slog.Logger) {
 type gcPercent struct {
 	env     bool // GOGC was set in the environment
 	initial int  // what the runtime started with: the environment's GOGC, or 100
-	cur     int  // what the process runs with now
 }
 
 func newGCPercent(env string) gcPercent {
-	initial := debug.SetGCPercent(100) // reads the setting; restored at once
+	initial := debug.SetGCPercent(100) // the only way to read it; restored at once
 	debug.SetGCPercent(initial)
-	return gcPercent{env: env != "", initial: initial, cur: initial}
+	return gcPercent{env: env != "", initial: initial}
 }
 
 // apply sets the configured percentage, logging a change.
-func (g *gcPercent) apply(percent int, log *slog.Logger) {
+func (g gcPercent) apply(percent int, log *slog.Logger) {
 	want := percent
 	if want == 0 {
 		want = config.DefaultGCPercent
@@ -109,10 +108,8 @@ func (g *gcPercent) apply(percent int, log *slog.Logger) {
 			want = g.initial
 		}
 	}
-	if want == g.cur {
+	if prev := debug.SetGCPercent(want); prev == want {
 		return
 	}
-	debug.SetGCPercent(want)
-	g.cur = want
 	log.Info("gc percent", "percent", want)
 }
