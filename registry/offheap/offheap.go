@@ -2,10 +2,11 @@
 // (the registry's slots, the rings, the workers' read buffers) memory
 // mapped outside the Go heap.
 //
-// Why: the collector paces itself on the live heap. With the default GOGC
+// Why: the collector paces itself on the live heap. With Go's GOGC of 100
 // the heap may grow to twice what survived the last cycle before the next
-// one starts, so every byte of a table that lives as long as the gateway
-// also lets a byte of garbage pile up beside it. At start these tables are
+// one starts (1.5 times at edgemux's default of 50), so every byte of a
+// table that lives as long as the gateway also lets garbage pile up
+// beside it. At start these tables are
 // most of edgemux's live heap (about 1.8 MB of 3 MB with 4,096 registry
 // slots), and so they doubled themselves in the peak RSS of a fan-out.
 // Mapped here they cost only the pages that are touched, and the heap's
