@@ -189,11 +189,12 @@ for k in fan_peak_kib peak_rss_kib peak_anon_kib peak_file_kib ws_kib ws_anon_ki
 	for name in $SERVERS; do printf '%14s' "$(field "${row[$name]:-}" "$k")"; done
 	echo
 done
-# ratio K: edgemux's K over mosquitto's, when both ran.
+# ratio K: edgemux's K over mosquitto's, when both ran, rounded to two
+# decimals (bc's scale truncates: 1.4366 printed as 1.43).
 ratio() {
 	local a b
 	a=$(field "${row[edgemux]:-}" "$1"); b=$(field "${row[mosquitto]:-}" "$1")
-	[ -n "$a" ] && [ -n "$b" ] && [ "$b" != 0 ] && echo "scale=2; $a / $b" | bc || echo -
+	[ -n "$a" ] && [ -n "$b" ] && [ "$b" != 0 ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }' || echo -
 }
 if [ -n "${row[edgemux]:-}" ] && [ -n "${row[mosquitto]:-}" ]; then
 	echo "  edgemux/mosquitto: peak RSS in the fan-out $(ratio fan_peak_kib)x, in the whole life $(ratio peak_rss_kib)x (RssAnon $(ratio peak_anon_kib)x, RssFile $(ratio peak_file_kib)x), pages used in the fan-out $(ratio ws_kib)x, deliveries/s $(ratio deliv_per_s)x"
