@@ -20,7 +20,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/edgemux/edgemux/config"
 	"github.com/edgemux/edgemux/protocols"
@@ -191,8 +190,7 @@ func New(cfg config.Config, opt Options) (*Gateway, error) {
 	if cfg.Admin.StageSample > 0 {
 		// Pointer-free and as long-lived as g (8 bytes an fd): outside
 		// the heap, the collector's goal does not grow with it.
-		b := offheap.Bytes(g, g.reg.Size()*8)
-		g.stageAt = unsafe.Slice((*atomic.Int64)(unsafe.Pointer(unsafe.SliceData(b))), g.reg.Size())
+		g.stageAt = offheap.Slice[atomic.Int64](g, g.reg.Size())
 	}
 	g.limits = newAdmission()
 	dgram, err := g.datagramHandlers(opt)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/edgemux/edgemux/registry/offheap"
 )
@@ -67,8 +66,7 @@ func NewRing(capacity int) (*Ring, error) {
 	// The buffer holds no pointers and lives as long as the ring: outside
 	// the Go heap (offheap), the collector's goal does not grow with it.
 	r := &Ring{mask: uint64(capacity - 1)}
-	b := offheap.Bytes(r, capacity*8)
-	r.buf = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), capacity)
+	r.buf = offheap.Slice[uint64](r, capacity)
 	return r, nil
 }
 

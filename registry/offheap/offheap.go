@@ -1,14 +1,14 @@
 // Package offheap gives edgemux's large, pointer-free, long-lived tables
-// (the registry's slots, the rings, the workers' read buffers) memory
-// mapped outside the Go heap.
+// (the registry's slots, the rings, the workers' read buffers, the loops'
+// peek buffers, the stage timestamps) memory mapped outside the Go heap.
 //
 // Why: the collector paces itself on the live heap. With Go's GOGC of 100
 // the heap may grow to twice what survived the last cycle before the next
 // one starts (1.5 times at edgemux's default of 50), so every byte of a
 // table that lives as long as the gateway also lets garbage pile up
-// beside it. At start these tables are
-// most of edgemux's live heap (about 1.8 MB of 3 MB with 4,096 registry
-// slots), and so they doubled themselves in the peak RSS of a fan-out.
+// beside it. At start these tables are most of edgemux's live heap (about
+// 1.8 MB of 3 MB with 4,096 registry slots), and so they doubled
+// themselves in the peak RSS of a fan-out.
 // Mapped here they cost only the pages that are touched, and the heap's
 // goal follows what the handlers really keep.
 //
@@ -27,6 +27,7 @@ package offheap
 import (
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,16 @@ func Bytes[T any](owner *T, n int) []byte {
 	}
 	runtime.AddCleanup(owner, unmap, b)
 	return b
+}
+
+// Slice returns n zeroed elements (n > 0) of E for owner's use, as Bytes
+// does. E must hold no pointers, and need no alignment beyond 8 bytes
+// (no Go type does): a mapping starts on a page, and the heap's fallback
+// aligns a block of 8 bytes or more to 8.
+func Slice[E, T any](owner *T, n int) []E {
+	var e E
+	b := Bytes(owner, n*int(unsafe.Sizeof(e)))
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 // unmap returns a block to the kernel. It runs on the runtime's cleanup

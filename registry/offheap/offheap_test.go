@@ -42,6 +42,29 @@ func TestBytesAreZeroedAndWritable(t *testing.T) {
 // TestBlockIsUnmappedWithItsOwner: once nothing reaches the owner, the
 // collector's cleanup gives the block back to the kernel, and munmap takes
 // it (it refuses an address that is not a mapping's).
+func TestSliceIsTypedZeroedAndWritable(t *testing.T) {
+	type words struct {
+		w []uint64
+		_ [64]byte
+	}
+	o := &words{}
+	n := os.Getpagesize() + 3 // spills onto a second page
+	o.w = Slice[uint64](o, n)
+	if len(o.w) != n || uintptr(unsafe.Pointer(&o.w[0]))%8 != 0 {
+		t.Fatalf("len %d at %p, want %d 8-aligned words", len(o.w), &o.w[0], n)
+	}
+	for i, v := range o.w {
+		if v != 0 {
+			t.Fatalf("word %d is %d, want 0", i, v)
+		}
+		o.w[i] = uint64(i) << 32
+	}
+	if o.w[n-1] != uint64(n-1)<<32 {
+		t.Fatal("last word did not keep what was written")
+	}
+	runtime.KeepAlive(o)
+}
+
 func TestBlockIsUnmappedWithItsOwner(t *testing.T) {
 	skipUnderRace(t)
 	type unmapped struct {
