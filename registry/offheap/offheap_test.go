@@ -39,9 +39,8 @@ func TestBytesAreZeroedAndWritable(t *testing.T) {
 	runtime.KeepAlive(o)
 }
 
-// TestBlockIsUnmappedWithItsOwner: once nothing reaches the owner, the
-// collector's cleanup gives the block back to the kernel, and munmap takes
-// it (it refuses an address that is not a mapping's).
+// TestSliceIsTypedZeroedAndWritable: Slice's elements span the whole
+// block, start 8-aligned, read zero and keep what is written.
 func TestSliceIsTypedZeroedAndWritable(t *testing.T) {
 	type words struct {
 		w []uint64
@@ -65,6 +64,9 @@ func TestSliceIsTypedZeroedAndWritable(t *testing.T) {
 	runtime.KeepAlive(o)
 }
 
+// TestBlockIsUnmappedWithItsOwner: once nothing reaches the owner, the
+// collector's cleanup gives the block back to the kernel, and munmap takes
+// it (it refuses an address that is not a mapping's).
 func TestBlockIsUnmappedWithItsOwner(t *testing.T) {
 	skipUnderRace(t)
 	type unmapped struct {
