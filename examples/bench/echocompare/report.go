@@ -15,7 +15,8 @@ package main
 // (one or more), gnet as well as edgemux, and the machine (a VM on a
 // shared host) has phases a third slower; either moves CPU per request
 // by about a third. A median over runs alternated with the peers' says
-// more than any single run.
+// more than any single run, and the paired section (paired.go) more than
+// the medians: the ratio of runs of one round, with an interval.
 
 import (
 	"bufio"
@@ -91,6 +92,7 @@ func renderReport(rows []result) string {
 				ratio(r.P99us, best.P99us), ratio(r.IdleBytes, best.IdleBytes))
 		}
 	}
+	b.WriteString(renderPaired(keys, groups))
 	return b.String()
 }
 
@@ -109,14 +111,7 @@ func idleCell(r result) string {
 // order the servers first ran; spread is, per server run more than once,
 // " (min-max, n runs)" of its CPU per request.
 func medians(g []result) ([]result, map[string]string) {
-	runs := map[string][]result{}
-	var order []string
-	for _, r := range g {
-		if _, ok := runs[r.Server]; !ok {
-			order = append(order, r.Server)
-		}
-		runs[r.Server] = append(runs[r.Server], r)
-	}
+	runs, order := byServer(g)
 	out := make([]result, 0, len(order))
 	spread := map[string]string{}
 	for _, name := range order {

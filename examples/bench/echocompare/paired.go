@@ -1,0 +1,137 @@
+package main
+
+// Paired ratios: edgemux against each peer, round by round. run.sh
+// REPEAT=N runs every server once per round, alternated, so the i-th run
+// of edgemux and the i-th run of a peer on a row ran minutes apart, in
+// the same phase of the machine. The machine (a VM on a shared host)
+// drifts by a third over an hour, more than most of the differences the
+// goals are about; the ratio of two runs of one round cancels the drift,
+// and the spread of those ratios over the rounds says how sure a verdict
+// is. Each cell is the geometric mean of the round ratios and, from five
+// rounds on, a 95 % bootstrap interval of it (percentiles of 10,000
+// resamples of the rounds, fixed seed: a report renders the same twice).
+// A goal is met for certain where the interval is on its side of 1.00x
+// against every peer, missed where it is on the other side against one.
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+const (
+	minIntervalRounds = 5
+	resamples         = 10000
+)
+
+// pairedFigures are the figures a paired cell is given for, with which
+// way is better; the first three are goals, user time says where the CPU
+// goes.
+var pairedFigures = []struct {
+	name string
+	get  func(result) float64
+}{
+	{"req/s", func(r result) float64 { return r.RPS }},
+	{"CPU us/req", func(r result) float64 { return r.CPUus }},
+	{"p99 us", func(r result) float64 { return r.P99us }},
+	{"user us/req", func(r result) float64 { return r.UserUs }},
+}
+
+// renderPaired is the paired section of a report: a row per group and
+// peer where both ran at least twice; "" when no group has one.
+func renderPaired(keys []rowKey, groups map[rowKey][]result) string {
+	var b strings.Builder
+	for _, k := range keys {
+		runs, order := byServer(groups[k])
+		em := runs["edgemux"]
+		for _, peer := range order {
+			pr := runs[peer]
+			n := min(len(em), len(pr))
+			if peer == "edgemux" || n < 2 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d/%d | %d | edgemux / %s | %d |", k.pin, k.conns, k.active, k.size, peer, n)
+			for _, f := range pairedFigures {
+				ratios := make([]float64, 0, n)
+				for i := range n {
+					a, p := f.get(em[i]), f.get(pr[i])
+					if a > 0 && p > 0 {
+						ratios = append(ratios, a/p)
+					}
+				}
+				fmt.Fprintf(&b, " %s |", pairedCell(ratios))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\n### edgemux / each peer, paired by round\n\n" +
+		"Geometric mean of the ratios of runs in the same round; from " + fmt.Sprint(minIntervalRounds) +
+		" rounds, its 95 % bootstrap interval.\n\n" +
+		"| placement | conns/active | size | pair | rounds | " + figureNames() + " |\n" +
+		"|---|---|---|---|---|---|---|---|---|\n" + b.String()
+}
+
+func figureNames() string {
+	names := make([]string, len(pairedFigures))
+	for i, f := range pairedFigures {
+		names[i] = f.name
+	}
+	return strings.Join(names, " | ")
+}
+
+// byServer splits a group's runs by server, in the order they ran, and
+// the servers in the order they first ran.
+func byServer(g []result) (map[string][]result, []string) {
+	runs := map[string][]result{}
+	var order []string
+	for _, r := range g {
+		if _, ok := runs[r.Server]; !ok {
+			order = append(order, r.Server)
+		}
+		runs[r.Server] = append(runs[r.Server], r)
+	}
+	return runs, order
+}
+
+// pairedCell is "1.05x" for fewer than minIntervalRounds ratios,
+// "1.05x (1.00-1.10)" from there, "n/a" for none.
+func pairedCell(ratios []float64) string {
+	if len(ratios) == 0 {
+		return "n/a"
+	}
+	gm := geoMean(ratios)
+	if len(ratios) < minIntervalRounds {
+		return fmt.Sprintf("%.2fx", gm)
+	}
+	lo, hi := bootstrapInterval(ratios)
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", gm, lo, hi)
+}
+
+func geoMean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += math.Log(x)
+	}
+	return math.Exp(s / float64(len(v)))
+}
+
+// bootstrapInterval is the 2.5th and 97.5th percentile of the geometric
+// mean of resamples (with replacement) of ratios.
+func bootstrapInterval(ratios []float64) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	means := make([]float64, resamples)
+	sample := make([]float64, len(ratios))
+	for i := range means {
+		for j := range sample {
+			sample[j] = ratios[rng.IntN(len(ratios))]
+		}
+		means[i] = geoMean(sample)
+	}
+	slices.Sort(means)
+	return means[resamples*25/1000], means[resamples*975/1000-1]
+}
