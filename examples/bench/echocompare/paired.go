@@ -1,9 +1,9 @@
 package main
 
 // Paired ratios: edgemux against each peer, round by round. run.sh
-// REPEAT=N runs every server once per round, alternated, so the i-th run
-// of edgemux and the i-th run of a peer on a row ran minutes apart, in
-// the same phase of the machine. The machine (a VM on a shared host)
+// REPEAT=N runs every server once per round, alternated, so edgemux's run
+// and a peer's run of one round on a row ran minutes apart, in the same
+// phase of the machine. The machine (a VM on a shared host)
 // drifts by a third over an hour, more than most of the differences the
 // goals are about; the ratio of two runs of one round cancels the drift,
 // and the spread of those ratios over the rounds says how sure a verdict
@@ -44,19 +44,24 @@ var pairedFigures = []struct {
 func renderPaired(keys []rowKey, groups map[rowKey][]result) string {
 	var b strings.Builder
 	for _, k := range keys {
-		runs, order := byServer(groups[k])
-		em := runs["edgemux"]
+		rounds, order := byRound(groups[k])
 		for _, peer := range order {
-			pr := runs[peer]
-			n := min(len(em), len(pr))
-			if peer == "edgemux" || n < 2 {
+			var pairs [][2]result
+			for _, rd := range rounds {
+				em, ok1 := rd["edgemux"]
+				pr, ok2 := rd[peer]
+				if ok1 && ok2 {
+					pairs = append(pairs, [2]result{em, pr})
+				}
+			}
+			if peer == "edgemux" || len(pairs) < 2 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d/%d | %d | edgemux / %s | %d |", k.pin, k.conns, k.active, k.size, peer, n)
+			fmt.Fprintf(&b, "| %s | %d/%d | %d | edgemux / %s | %d |", k.pin, k.conns, k.active, k.size, peer, len(pairs))
 			for _, f := range pairedFigures {
-				ratios := make([]float64, 0, n)
-				for i := range n {
-					a, p := f.get(em[i]), f.get(pr[i])
+				ratios := make([]float64, 0, len(pairs))
+				for _, pair := range pairs {
+					a, p := f.get(pair[0]), f.get(pair[1])
 					if a > 0 && p > 0 {
 						ratios = append(ratios, a/p)
 					}
@@ -96,6 +101,31 @@ func byServer(g []result) (map[string][]result, []string) {
 		runs[r.Server] = append(runs[r.Server], r)
 	}
 	return runs, order
+}
+
+// byRound splits a group's runs (in the order they ran) into rounds, a
+// run per server each, and gives the servers in the order they first
+// ran. run.sh runs the servers in one order every round, so a run of a
+// server that comes no later in that order than the run before it
+// starts a new round. A run lost (a server that failed to start) then
+// leaves a hole in its round instead of moving every later run of its
+// server into the round before.
+func byRound(g []result) ([]map[string]result, []string) {
+	_, order := byServer(g)
+	pos := make(map[string]int, len(order))
+	for i, name := range order {
+		pos[name] = i
+	}
+	var rounds []map[string]result
+	last := len(order)
+	for _, r := range g {
+		if pos[r.Server] <= last {
+			rounds = append(rounds, map[string]result{})
+		}
+		rounds[len(rounds)-1][r.Server] = r
+		last = pos[r.Server]
+	}
+	return rounds, order
 }
 
 // pairedCell is "1.05x" for fewer than minIntervalRounds ratios,

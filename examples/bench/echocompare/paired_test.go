@@ -59,3 +59,32 @@ func TestPairedByRound(t *testing.T) {
 		t.Errorf("one round has a paired section:\n%s", report)
 	}
 }
+
+// TestPairedWithALostRun: a server that failed to start in one round
+// leaves that round out of its pairs; its later runs stay paired with
+// edgemux's runs of their own rounds (the machine slows down a lot from
+// round to round here, so a pair across rounds would show).
+func TestPairedWithALostRun(t *testing.T) {
+	run := func(server string, cpu float64) result {
+		return result{Server: server, Pin: "default", Mode: "closed", Conns: 10, Active: 10, Size: 64,
+			Requests: 100, RPS: 1e6 / cpu, CPUus: cpu, UserUs: cpu / 5, P99us: cpu * 100}
+	}
+	var g []result
+	for round, drift := range []float64{1, 2, 3, 4, 5, 6} {
+		em := 10 * drift
+		g = append(g, run("edgemux", em))
+		if round != 1 {
+			g = append(g, run("gnet", em/1.2))
+		}
+		g = append(g, run("nbio", em/1.1))
+	}
+	report := renderReport(g)
+	for _, want := range []string{
+		"| edgemux / gnet | 5 | 0.83x (0.83-0.83) | 1.20x (1.20-1.20) |",
+		"| edgemux / nbio | 6 | 0.91x (0.91-0.91) | 1.10x (1.10-1.10) |",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
