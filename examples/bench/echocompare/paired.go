@@ -3,11 +3,10 @@ package main
 // Paired ratios: edgemux against each peer, round by round. run.sh
 // REPEAT=N runs every server once per round, alternated, so edgemux's run
 // and a peer's run of one round on a row ran minutes apart, in the same
-// phase of the machine. The machine (a VM on a shared host)
-// drifts by a third over an hour, more than most of the differences the
-// goals are about; the ratio of two runs of one round cancels the drift,
-// and the spread of those ratios over the rounds says how sure a verdict
-// is. Each cell is the geometric mean of the round ratios and, from five
+// phase of the machine. The machine (a VM on a shared host) drifts by a
+// third over an hour, more than most of the differences the goals are
+// about; the ratio of two runs of one round cancels the drift, and the
+// spread of those ratios over the rounds says how sure a verdict is. Each cell is the geometric mean of the round ratios and, from five
 // rounds on, a 95 % bootstrap interval of it (percentiles of 10,000
 // resamples of the rounds, fixed seed: a report renders the same twice).
 // A goal is met for certain where the interval is on its side of 1.00x
@@ -26,9 +25,9 @@ const (
 	resamples         = 10000
 )
 
-// pairedFigures are the figures a paired cell is given for, with which
-// way is better; the first three are goals, user time says where the CPU
-// goes.
+// pairedFigures are the figures a paired cell is given for: the first
+// three are goals (req/s higher is better, CPU and p99 lower), user time
+// says where the CPU goes.
 var pairedFigures = []struct {
 	name string
 	get  func(result) float64

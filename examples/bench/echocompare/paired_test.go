@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestPairedByRound: the paired section pairs the i-th run of edgemux
-// with the i-th run of each peer, not the medians: a machine that slows
-// down round by round moves both runs of a round alike, and the ratio
-// stays. An interval is given from five rounds, none before.
+// TestPairedByRound: the paired section pairs edgemux's run of each
+// round with each peer's run of that round, not the medians: a machine
+// that slows down round by round moves both runs of a round alike, and
+// the ratio stays. An interval is given from five rounds, none before.
 func TestPairedByRound(t *testing.T) {
 	run := func(server string, cpu, rps float64) result {
 		return result{Server: server, Pin: "pinned", Mode: "closed", Conns: 10, Active: 10, Size: 64,
