@@ -77,7 +77,7 @@ func renderPaired(keys []rowKey, groups map[rowKey][]result) string {
 		"Geometric mean of the ratios of runs in the same round; from " + fmt.Sprint(minIntervalRounds) +
 		" rounds, its 95 % bootstrap interval.\n\n" +
 		"| placement | conns/active | size | pair | rounds | " + figureNames() + " |\n" +
-		"|---|---|---|---|---|---|---|---|---|\n" + b.String()
+		strings.Repeat("|---", 5+len(pairedFigures)) + "|\n" + b.String()
 }
 
 func figureNames() string {
