@@ -460,7 +460,8 @@ func TestDeliverLetsGoOfEarlierRounds(t *testing.T) {
 	// One P, so that the test looks into the pool of the P that deliver
 	// put the scratch back on: a goroutine moved to another P in between
 	// finds that P's pool, and another P's private slot is not shared
-	// (13 failures in 600 runs of the 32-bit ARM tests under qemu).
+	// (the two twins failed 13 of 600 runs together, -count=300 each, as
+	// 32-bit ARM tests under qemu).
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	b := bus.New(bus.Options{MaxTopics: 4096})
 	h := New(config.WebSocket{}, b, nil)
